@@ -1,10 +1,208 @@
-"""`platformd` command line (placeholder until the component issues land)."""
+"""`platformctl`: the running node at a glance.
+
+    platformctl status [--output table|json]   programs, controllers, data plane; exit 1 when unhealthy
+    platformctl backends                         what the Lua balancer has loaded
+    platformctl conf                             the running nginx.conf
+    platformctl ipvs                             IPVS virtual and real servers, like ``ipvsadm -Ln``
+
+``status`` asks the combined health server (``--url``, default
+http://127.0.0.1:10254); ``backends`` and ``conf`` read the ingress state
+directory (``--state-dir``, the same default as ``platformd``); ``ipvs`` reads
+the kernel over netlink.
+
+Exit status: 0 healthy / done, 1 unhealthy, 2 could not ask (unreachable,
+missing files, bad flags), with a one-line reason.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from platformd.supervise import default_state_dir
+
+EXIT_OK, EXIT_UNHEALTHY, EXIT_UNREACHABLE = 0, 1, 2
+
+
+class CtlError(Exception):
+    """Could not get the answer; the message is one line for the user."""
+
+
+def fetch_status(url: str, timeout: float = 5.0) -> dict[str, Any]:
+    try:
+        resp = httpx.get(url.rstrip("/") + "/status", timeout=timeout)
+    except httpx.ConnectError:
+        raise CtlError(f"health server at {url} is not reachable (is platformd running? try --url)") from None
+    except httpx.HTTPError as exc:
+        raise CtlError(f"health server at {url} did not answer: {exc}") from None
+    if resp.status_code != 200:
+        raise CtlError(f"health server at {url} answered HTTP {resp.status_code}")
+    try:
+        return resp.json()
+    except ValueError:
+        raise CtlError(f"health server at {url} sent something that is not JSON") from None
+
+
+def _duration(seconds: float | int | None) -> str:
+    if not seconds:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip()] + [fmt.format(*r).rstrip() for r in rows]
+
+
+def render_status_table(doc: dict[str, Any]) -> str:
+    """The status document as the human table (pure, for tests)."""
+    out = [f"role: {doc.get('role', '?')}    healthy: {'yes' if doc.get('healthy') else 'NO'}"
+           f"    ready: {'yes' if doc.get('ready') else 'no'}", ""]
+    rows = [[p["name"], p["state"], str(p.get("pid") or "-"), _duration(p.get("uptime_seconds")),
+             str(p.get("restarts", 0))] for p in doc.get("programs", [])]
+    out += _table(["PROGRAM", "STATE", "PID", "UPTIME", "RESTARTS"], rows)
+    comps = doc.get("components", {})
+    ingress = (comps.get("ingress") or {}).get("status") or {}
+    if "ingress" in comps:
+        out += ["", "ingress:"]
+        out += _kv([
+            ("healthy", _yes(comps["ingress"].get("healthy"))),
+            ("informers synced", _yes(ingress.get("informers_synced"))),
+            ("last sync", _ago(ingress.get("last_sync_time"))),
+            ("config checksum", str(ingress.get("config_checksum") or "-")),
+            ("reloads", f"{ingress.get('reload_count', 0)} (last: {ingress.get('last_reload_result') or '-'})"),
+            ("ingresses", str(ingress.get("ingresses", "-"))),
+            ("backends", str(ingress.get("backends", "-"))),
+            ("endpoints", str(ingress.get("endpoints", "-"))),
+        ])
+    nodeproxy = (comps.get("nodeproxy") or {}).get("status") or {}
+    if "nodeproxy" in comps:
+        out += ["", "nodeproxy:"]
+        dur = nodeproxy.get("last_sync_duration_seconds")
+        out += _kv([
+            ("healthy", _yes(comps["nodeproxy"].get("healthy"))),
+            ("last sync", _ago(nodeproxy.get("last_sync_time"))),
+            ("sync duration", f"{dur * 1000:.1f} ms" if isinstance(dur, (int, float)) else "-"),
+            ("virtual servers", str(nodeproxy.get("virtual_servers", "-"))),
+            ("real servers", str(nodeproxy.get("real_servers", "-"))),
+        ])
+    if doc.get("problems"):
+        out += ["", "problems:"] + [f"  - {p}" for p in doc["problems"]]
+    return "\n".join(out) + "\n"
+
+
+def _kv(pairs: list[tuple[str, str]]) -> list[str]:
+    width = max(len(k) for k, _ in pairs)
+    return [f"  {k + ':':<{width + 1}} {v}" for k, v in pairs]
+
+
+def _yes(value: Any) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def _ago(stamp: Any) -> str:
+    if not isinstance(stamp, (int, float)) or stamp <= 0:
+        return "never"
+    return f"{_duration(max(1, time.time() - stamp))} ago"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    doc = fetch_status(args.url)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_status_table(doc))
+    return EXIT_OK if doc.get("healthy") else EXIT_UNHEALTHY
+
+
+def _ingress_state(args: argparse.Namespace) -> Path:
+    return (args.state_dir or default_state_dir()) / "ingress"
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    sock = _ingress_state(args) / "nginx-config.sock"
+    if not sock.exists():
+        raise CtlError(f"no configuration socket at {sock} (is the ingress role running? try --state-dir)")
+    transport = httpx.HTTPTransport(uds=str(sock))
+    try:
+        with httpx.Client(transport=transport, base_url="http://nginx") as client:
+            resp = client.get("/configuration/backends", timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise CtlError(f"nginx configuration endpoint at {sock} did not answer: {exc}") from None
+    if resp.status_code != 200:
+        raise CtlError(f"nginx configuration endpoint answered HTTP {resp.status_code}")
+    doc = resp.json()
+    if args.output == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        return EXIT_OK
+    rows = []
+    for b in doc.get("data") or []:
+        eps = ", ".join(f"{e['address']}:{e['port']}" for e in b.get("endpoints", [])) or "(none)"
+        algo = "sticky" if (b.get("session_affinity") or {}).get("type") == "cookie" else (
+            "chash" if b.get("upstream_hash_by") else b.get("load_balance") or "round_robin")
+        rows.append([b["name"], algo, eps])
+    sys.stdout.write(f"checksum: {doc.get('checksum')}  version: {doc.get('version')}\n")
+    sys.stdout.write("\n".join(_table(["BACKEND", "ALGORITHM", "ENDPOINTS"], rows)) + "\n")
+    return EXIT_OK
+
+
+def cmd_conf(args: argparse.Namespace) -> int:
+    conf = _ingress_state(args) / "nginx.conf"
+    try:
+        sys.stdout.write(conf.read_text())
+    except OSError as exc:
+        raise CtlError(f"cannot read {conf}: {exc.strerror} (is the ingress role running? try --state-dir)") from None
+    return EXIT_OK
+
+
+def cmd_ipvs(args: argparse.Namespace) -> int:
+    from platformd.nodeproxy import ipvsview
+
+    sys.stdout.write(ipvsview.render())
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="platformctl", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    status = sub.add_parser("status", help="programs, controllers and data plane at a glance")
+    status.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    status.add_argument("--url", default="http://127.0.0.1:10254", help="combined health server")
+    status.set_defaults(func=cmd_status)
+    backends = sub.add_parser("backends", help="what the Lua balancer has loaded")
+    backends.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    backends.add_argument("--state-dir", type=Path)
+    backends.set_defaults(func=cmd_backends)
+    conf = sub.add_parser("conf", help="the running nginx.conf")
+    conf.add_argument("--state-dir", type=Path)
+    conf.set_defaults(func=cmd_conf)
+    ipvs = sub.add_parser("ipvs", help="IPVS virtual and real servers (like ipvsadm -Ln)")
+    ipvs.set_defaults(func=cmd_ipvs)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("platformd: no command yet", file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CtlError as exc:
+        print(f"platformctl: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The API resources the project reads and writes, and how to address them.
+
+A ``Resource`` names one REST collection (group, version, plural) together
+with the ``kind`` its objects carry and whether it lives in namespaces. It
+is the key informers are shared by and the unit a source lists and watches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str  # "" for the core ("legacy") group served under /api
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        """``apiVersion`` as objects of this resource spell it (``v1``, ``networking.k8s.io/v1``)."""
+        return self.version if not self.group else f"{self.group}/{self.version}"
+
+    def path(self, namespace: str | None = None) -> str:
+        """URL path of the collection; all namespaces when ``namespace`` is None.
+
+        ``namespace`` is ignored for cluster-scoped resources.
+        """
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+    def object_path(self, namespace: str | None, name: str) -> str:
+        """URL path of one object."""
+        return f"{self.path(namespace)}/{name}"
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", "Ingress", True)
+INGRESS_CLASSES = Resource("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False)
+SERVICES = Resource("", "v1", "services", "Service", True)
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+NODES = Resource("", "v1", "nodes", "Node", False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+# core/v1 Events: what `kubectl describe` shows and what the recorder writes.
+EVENTS = Resource("", "v1", "events", "Event", True)
+PODS = Resource("", "v1", "pods", "Pod", True)
+
+ALL: tuple[Resource, ...] = (
+    INGRESSES, INGRESS_CLASSES, SERVICES, ENDPOINT_SLICES, SECRETS,
+    CONFIGMAPS, NODES, LEASES, EVENTS, PODS,
+)
+
+_BY_KIND = {(r.api_version, r.kind): r for r in ALL}
+
+
+def for_kind(api_version: str, kind: str) -> Resource | None:
+    """The known resource whose objects carry this ``apiVersion``/``kind``, or None."""
+    return _BY_KIND.get((api_version, kind))

@@ -1,0 +1,46 @@
+"""``--dry-run``: print the kernel operations the node proxy would do.
+
+:class:`DryRunKernel` keeps the would-be state in a :class:`FakeKernel` (so
+later syncs print only their difference, exactly like the real run) and
+writes one line per state-changing call. It never touches the real kernel,
+so it works on a kernel without IPVS.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from .fakekernel import FakeKernel
+from .kernel import MUTATING_METHODS
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " ".join(value)
+    if isinstance(value, str) and "\n" in value:
+        return "\n" + "\n".join("    " + line for line in value.rstrip("\n").splitlines())
+    return str(value)
+
+
+class DryRunKernel:
+    """A :class:`Kernel` that prints changes and applies them to an in-memory model."""
+
+    def __init__(self, out: TextIO | None = None, model: FakeKernel | None = None) -> None:
+        self.out = out or sys.stdout
+        self.model = model or FakeKernel()
+
+    def probe(self, schedulers: Any = ("rr",)) -> None:
+        return None  # nothing is needed to print
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self.model, name)
+        if name not in MUTATING_METHODS:
+            return target
+
+        def printed(*args: Any, **kwargs: Any) -> Any:
+            parts = [_fmt(a) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
+            print(f"dry-run: {name} {' '.join(parts)}".rstrip(), file=self.out, flush=True)
+            return target(*args, **kwargs)
+
+        return printed

@@ -1,0 +1,398 @@
+"""The node proxy's one door to the kernel.
+
+Everything the node proxy does to a node goes through :class:`Kernel`: IPVS
+virtual and real servers, the dummy link that holds service addresses, ipsets,
+our iptables chains, sysctls and conntrack. Two implementations exist:
+
+* ``kernel_linux.LinuxKernel`` -- pyroute2 (IPVS, IPSet, IPRoute) plus
+  ``iptables-restore``; the only module that touches netlink.
+* ``fakekernel.FakeKernel`` -- an in-memory model with the kernel's semantics
+  (EEXIST, ENOENT, weights, connection counters) for unit tests and benchmarks.
+  ``dryrun.DryRunKernel`` wraps it and prints every change.
+
+Contract shared by every implementation
+---------------------------------------
+* Values are plain frozen dataclasses and strings; nothing returned is shared
+  with the implementation's internal state (callers may keep it).
+* Errors are translated at the boundary into the exceptions below, never raw
+  ``OSError``/``NetlinkError``: ENOENT/ESRCH -> :class:`NotFound`,
+  EEXIST -> :class:`Exists`, a missing kernel feature -> :class:`IPVSUnavailable`,
+  everything else -> :class:`KernelError` (with errno when there is one).
+* Methods are synchronous: when one returns, the kernel has the change.
+* IPv4 only for now (addresses are dotted quads; host routes are /32).
+* Thread-safety is not promised; the proxier serialises its calls.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from dataclasses import dataclass
+from typing import Iterable, Protocol, runtime_checkable
+
+# --- protocols and constants -------------------------------------------------
+
+TCP = "TCP"
+UDP = "UDP"
+SCTP = "SCTP"
+PROTOCOLS = (TCP, UDP, SCTP)
+#: IP protocol numbers, for adapters.
+PROTOCOL_NUMBERS = {TCP: 6, UDP: 17, SCTP: 132}
+
+#: IPVS schedulers kube-proxy accepts (``--ipvs-scheduler``).
+SCHEDULERS = ("rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh")
+
+#: IPVS service flag bits (``include/uapi/linux/ip_vs.h``) that may appear in
+#: :attr:`VirtualServer.flags`. Persistence is NOT one of them: it is expressed
+#: by ``persistence_timeout > 0`` and the adapter sets IP_VS_SVC_F_PERSISTENT.
+FLAG_ONEPACKET = 0x0004
+FLAG_SCHED1 = 0x0008  # sh: fallback / mh: fallback
+FLAG_SCHED2 = 0x0010  # sh, mh: port
+FLAG_SCHED3 = 0x0020
+
+DUMMY_LINK = "kube-ipvs0"
+
+
+# --- exceptions --------------------------------------------------------------
+
+
+class KernelError(Exception):
+    """A kernel operation failed. ``errno`` is set when the kernel gave one."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class NotFound(KernelError):
+    """The object named does not exist (ENOENT/ESRCH)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, _errno.ENOENT)
+
+
+class Exists(KernelError):
+    """The object to create already exists (EEXIST)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, _errno.EEXIST)
+
+
+class IPVSUnavailable(KernelError):
+    """The kernel lacks a feature the node proxy needs.
+
+    ``module`` names the kernel module (``ip_vs``, ``ip_vs_wrr``, ``dummy``,
+    ``ip_set``, ...). ``str(exc)`` is one line fit to show the operator.
+    """
+
+    def __init__(self, module: str, detail: str = "") -> None:
+        msg = f"kernel module {module!r} is not available"
+        if detail:
+            msg += f": {detail}"
+        super().__init__(msg, None)
+        self.module = module
+
+
+# --- values ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class VirtualServer:
+    """One IPVS service. Identity is ``key`` = (protocol, address, port).
+
+    ``scheduler`` is an IPVS scheduler name (:data:`SCHEDULERS`).
+    ``persistence_timeout`` is in seconds; 0 means no persistence (sessionAffinity
+    None); > 0 means IP_VS_SVC_F_PERSISTENT with that timeout and netmask /32.
+    ``flags`` holds only the FLAG_* bits above. Forwarding for every real server
+    is masquerade (NAT).
+    """
+
+    protocol: str
+    address: str
+    port: int
+    scheduler: str = "rr"
+    persistence_timeout: int = 0
+    flags: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.protocol, self.address, self.port)
+
+    def __str__(self) -> str:
+        return f"{self.protocol.lower()}:{self.address}:{self.port}"
+
+
+@dataclass(frozen=True, order=True)
+class RealServer:
+    """One IPVS destination of a virtual server, always forwarded by masquerade.
+
+    Identity within its virtual server is ``key`` = (address, port); ``weight``
+    is the only mutable attribute (0 = quiesced: no new connections).
+    """
+
+    address: str
+    port: int
+    weight: int = 1
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.address, self.port)
+
+    def __str__(self) -> str:
+        return f"{self.address}:{self.port}"
+
+
+@dataclass(frozen=True)
+class RealServerState:
+    """A real server as listed by the kernel, with IPVS's connection counters."""
+
+    server: RealServer
+    active_connections: int = 0
+    inactive_connections: int = 0
+
+
+@dataclass(frozen=True, order=True)
+class IPSetEntry:
+    """One ipset member, in the parts ipset(8) writes as text.
+
+    Which parts are set depends on the set type:
+
+    ==================  =====================================  ===========================
+    type                fields                                 text
+    ==================  =====================================  ===========================
+    ``hash:ip``         ip                                     ``10.0.0.1``
+    ``hash:ip,port``    ip, protocol, port                     ``10.0.0.1,tcp:80``
+    ``hash:ip,port,ip`` ip, protocol, port, ip2                ``10.0.0.1,tcp:80,10.0.0.1``
+    ``hash:ip,port,net`` ip, protocol, port, ip2 (a CIDR)      ``10.0.0.1,tcp:80,10.0.0.0/8``
+    ``bitmap:port``     port                                   ``30080``
+    ==================  =====================================  ===========================
+
+    ``protocol`` is lower case (``tcp``/``udp``/``sctp``) as ipset prints it.
+    """
+
+    ip: str | None = None
+    protocol: str | None = None
+    port: int | None = None
+    ip2: str | None = None
+
+    def __str__(self) -> str:
+        if self.ip is None:
+            return str(self.port)
+        text = self.ip
+        if self.port is not None:
+            text += f",{self.protocol}:{self.port}"
+        if self.ip2 is not None:
+            text += f",{self.ip2}"
+        return text
+
+    @classmethod
+    def parse(cls, text: str) -> "IPSetEntry":
+        parts = text.split(",")
+        if len(parts) == 1 and parts[0].isdigit():
+            return cls(port=int(parts[0]))
+        ip = parts[0]
+        protocol = port = ip2 = None
+        if len(parts) >= 2:
+            proto, _, num = parts[1].rpartition(":")
+            protocol, port = (proto or "tcp"), int(num)
+        if len(parts) >= 3:
+            ip2 = parts[2]
+        return cls(ip=ip, protocol=protocol, port=port, ip2=ip2)
+
+
+@dataclass(frozen=True)
+class IPSetSpec:
+    """How to create an ipset: name, type (``hash:ip,port`` ...), family and comment.
+
+    For ``bitmap:port`` sets ``port_range`` gives the range (inclusive).
+    """
+
+    name: str
+    set_type: str
+    comment: str = ""
+    family: str = "inet"
+    port_range: tuple[int, int] = (0, 65535)
+
+
+# --- the interface -----------------------------------------------------------
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """Everything the node proxy asks of a node's kernel.
+
+    IPVS -- virtual servers are identified by ``VirtualServer.key`` and real
+    servers by ``RealServer.key``; other attributes are ignored when looking
+    an object up.
+    """
+
+    # -- availability -------------------------------------------------------
+    def probe(self, schedulers: Iterable[str] = ("rr",)) -> None:
+        """Check IPVS (and the given schedulers), dummy links and ipset work.
+
+        Raises :class:`IPVSUnavailable` naming the first missing module
+        (e.g. ``ip_vs``, ``ip_vs_wrr``). Side effects: may load modules.
+        """
+        ...
+
+    def kernel_version(self) -> tuple[int, int, int]:
+        """The running kernel's (major, minor, patch), e.g. (6, 1, 0)."""
+        ...
+
+    # -- IPVS virtual servers ----------------------------------------------
+    def list_virtual_servers(self) -> list[VirtualServer]:
+        """Every IPVS virtual server on the node (ours and anybody's)."""
+        ...
+
+    def add_virtual_server(self, vs: VirtualServer) -> None:
+        """Create ``vs``. Raises :class:`Exists` when its key exists already."""
+        ...
+
+    def update_virtual_server(self, vs: VirtualServer) -> None:
+        """Set scheduler, persistence and flags of the existing ``vs.key``.
+
+        Real servers are kept. Raises :class:`NotFound`.
+        """
+        ...
+
+    def delete_virtual_server(self, vs: VirtualServer) -> None:
+        """Delete ``vs.key`` and all its real servers. Raises :class:`NotFound`."""
+        ...
+
+    # -- IPVS real servers -------------------------------------------------
+    def list_real_servers(self, vs: VirtualServer) -> list[RealServerState]:
+        """Real servers of ``vs.key`` with weights and connection counters.
+
+        Raises :class:`NotFound` when the virtual server does not exist.
+        """
+        ...
+
+    def add_real_server(self, vs: VirtualServer, rs: RealServer) -> None:
+        """Add ``rs`` (masquerade forwarding, ``rs.weight``) to ``vs.key``.
+
+        Raises :class:`Exists` when ``rs.key`` is there already, :class:`NotFound`
+        when the virtual server is missing.
+        """
+        ...
+
+    def update_real_server(self, vs: VirtualServer, rs: RealServer) -> None:
+        """Set the weight of the existing ``rs.key`` in ``vs.key`` to ``rs.weight``.
+
+        Connections and counters are kept. Raises :class:`NotFound`.
+        """
+        ...
+
+    def delete_real_server(self, vs: VirtualServer, rs: RealServer) -> None:
+        """Remove ``rs.key`` from ``vs.key``. Raises :class:`NotFound`."""
+        ...
+
+    def set_ipvs_timeouts(self, tcp: int, tcp_fin: int, udp: int) -> None:
+        """Set IPVS connection timeouts in seconds; 0 leaves that one unchanged."""
+        ...
+
+    # -- the dummy link and its addresses ----------------------------------
+    def ensure_dummy_link(self, name: str) -> None:
+        """Create dummy link ``name`` if missing, and set it up. Idempotent."""
+        ...
+
+    def delete_link(self, name: str) -> None:
+        """Delete link ``name``. Raises :class:`NotFound`."""
+        ...
+
+    def list_addresses(self, link: str) -> set[str]:
+        """IPv4 addresses (no prefix length) on ``link``. Raises :class:`NotFound`."""
+        ...
+
+    def add_address(self, link: str, address: str) -> None:
+        """Add ``address``/32 to ``link``. Raises :class:`Exists`, :class:`NotFound` (link)."""
+        ...
+
+    def delete_address(self, link: str, address: str) -> None:
+        """Remove ``address`` from ``link``. Raises :class:`NotFound`."""
+        ...
+
+    # -- ipsets ------------------------------------------------------------
+    def ensure_ipset(self, spec: IPSetSpec) -> None:
+        """Create the set if missing. An existing set of the same name and type
+        is left as it is (entries kept); one of another type raises
+        :class:`KernelError`."""
+        ...
+
+    def list_ipset(self, name: str) -> set[IPSetEntry]:
+        """Members of set ``name``. Raises :class:`NotFound`."""
+        ...
+
+    def add_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
+        """Add one member. Raises :class:`Exists`, :class:`NotFound` (set)."""
+        ...
+
+    def delete_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
+        """Remove one member. Raises :class:`NotFound` (set or member)."""
+        ...
+
+    def flush_ipset(self, name: str) -> None:
+        """Remove every member of set ``name``. Raises :class:`NotFound`."""
+        ...
+
+    def destroy_ipset(self, name: str) -> None:
+        """Destroy set ``name``. Raises :class:`NotFound`; :class:`KernelError`
+        (EBUSY) while an iptables rule still references it."""
+        ...
+
+    # -- iptables ----------------------------------------------------------
+    def restore_iptables(self, text: str) -> None:
+        """Apply ``text`` (iptables-restore format, one or more ``*table`` ...
+        ``COMMIT`` blocks) atomically per table, like ``iptables-restore --noflush``.
+
+        Chains declared in the text (``:NAME - [0:0]``) are created or flushed
+        and get exactly the rules that follow; ``-X NAME`` deletes a chain; chains
+        not named are left untouched. Raises :class:`KernelError` with the
+        tool's message when the text is rejected (nothing is changed then).
+        """
+        ...
+
+    def ensure_iptables_rule(self, table: str, chain: str, rule: tuple[str, ...]) -> bool:
+        """Insert ``rule`` (iptables arguments after ``-A CHAIN``) at the top of
+        ``chain`` in ``table`` unless an identical rule exists. Returns True
+        when it was inserted."""
+        ...
+
+    def delete_iptables_rule(self, table: str, chain: str, rule: tuple[str, ...]) -> None:
+        """Delete one identical rule. Raises :class:`NotFound`."""
+        ...
+
+    # -- sysctl and conntrack ----------------------------------------------
+    def read_sysctl(self, name: str) -> str:
+        """Value of sysctl ``name`` (slash form: ``net/ipv4/vs/conntrack``), stripped.
+
+        Raises :class:`NotFound` when the sysctl does not exist."""
+        ...
+
+    def write_sysctl(self, name: str, value: str) -> None:
+        """Set sysctl ``name``. Raises :class:`NotFound`, :class:`KernelError` (EPERM, EROFS...)."""
+        ...
+
+    def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
+        """Delete conntrack entries of ``protocol`` whose original destination is
+        ``address``:``port`` and, if ``real_address`` is given, whose reply comes
+        from it (the NAT destination). Returns how many were deleted."""
+        ...
+
+    def close(self) -> None:
+        """Release sockets. The object must not be used afterwards."""
+        ...
+
+
+#: Kernel methods that change state (the rest only read). Used for counting.
+MUTATING_METHODS = frozenset({
+    "add_virtual_server", "update_virtual_server", "delete_virtual_server",
+    "add_real_server", "update_real_server", "delete_real_server", "set_ipvs_timeouts",
+    "ensure_dummy_link", "delete_link", "add_address", "delete_address",
+    "ensure_ipset", "add_ipset_entry", "delete_ipset_entry", "flush_ipset", "destroy_ipset",
+    "restore_iptables", "ensure_iptables_rule", "delete_iptables_rule",
+    "write_sysctl", "clear_conntrack",
+})
+
+READING_METHODS = frozenset({
+    "probe", "kernel_version", "list_virtual_servers", "list_real_servers",
+    "list_addresses", "list_ipset", "read_sysctl",
+})
