@@ -94,9 +94,7 @@ class BoundedFrequencyRunner:
 
     def loop(self, stop_event: threading.Event) -> None:
         """Serve ``run()`` requests and periodic calls until ``stop_event`` is set."""
-        # The clock can wait on one event only; forward the stop to ``_wake``.
-        threading.Thread(target=_forward, args=(stop_event, self._wake),
-                         name=f"runner-stop-{self.name}", daemon=True).start()
+        wake_on(stop_event, self._wake, f"runner-{self.name}")
         with self._lock:
             self._last_end = self._clock.monotonic()
         while not stop_event.is_set():
@@ -165,6 +163,14 @@ class BoundedFrequencyRunner:
                     or self._clock.monotonic() - self._pending_since <= max_pending)
 
 
-def _forward(source: threading.Event, target: threading.Event) -> None:
-    source.wait()
-    target.set()
+def wake_on(stop_event: threading.Event, wake: threading.Event, name: str) -> None:
+    """Set ``wake`` once ``stop_event`` is set (from a small daemon thread).
+
+    ``Clock.wait`` waits on one event; a loop that must wake both for new
+    work (``wake``) and for a stop it does not own (``stop_event``) waits on
+    ``wake`` and lets this forward the stop.
+    """
+    def forward() -> None:
+        stop_event.wait()
+        wake.set()
+    threading.Thread(target=forward, name=f"{name}-stop", daemon=True).start()

@@ -1,0 +1,17 @@
+"""The IPVS node proxy (kube-proxy's IPVS mode), syncing only what changed.
+
+Modules, from the outside in:
+
+* ``main`` -- flags and wiring: informers -> proxier handlers, the
+  bounded-frequency runner, health and metrics listeners.
+* ``proxier`` -- the sync: partial (only what changed) and full (against the
+  kernel's actual state, repairing drift).
+* ``changetracker`` -- ``{previous, current}`` per Service / EndpointSlice.
+* ``translate`` -- Service + EndpointSlices -> one Service's kernel state (pure).
+* ``desired`` -- the state all Services ask for, with shared-object refcounts.
+* ``graceful`` -- weight 0, then delete when connections end (TCP).
+* ``iptables``, ``ipsets``, ``sysctls`` -- the fixed parts, as kube-proxy has them.
+* ``health``, ``metrics`` -- ``/healthz`` and ``/metrics``.
+* ``kernel`` -- the one interface to the kernel; ``kernel_linux`` (pyroute2),
+  ``fakekernel`` (in memory), ``dryrun`` (prints), ``counting`` (counts).
+"""

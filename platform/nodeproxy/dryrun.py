@@ -8,16 +8,26 @@ so it works on a kernel without IPVS.
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import sys
 from typing import Any, TextIO
 
 from .fakekernel import FakeKernel
-from .kernel import MUTATING_METHODS
+from .kernel import MUTATING_METHODS, IPSetSpec, RealServer, VirtualServer
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, brief: bool = False) -> str:
     if isinstance(value, tuple):
-        return " ".join(value)
+        return shlex.join(value)
+    if isinstance(value, VirtualServer) and not brief:
+        extra = f" persistence={value.persistence_timeout}s" if value.persistence_timeout else ""
+        return f"{value} scheduler={value.scheduler}{extra}" + (f" flags={value.flags:#x}" if value.flags else "")
+    if isinstance(value, RealServer):
+        return f"{value} weight={value.weight}"
+    if isinstance(value, IPSetSpec):
+        return f"{value.name} {value.set_type}"
     if isinstance(value, str) and "\n" in value:
         return "\n" + "\n".join("    " + line for line in value.rstrip("\n").splitlines())
     return str(value)
@@ -33,13 +43,19 @@ class DryRunKernel:
     def probe(self, schedulers: Any = ("rr",)) -> None:
         return None  # nothing is needed to print
 
+    def kernel_version(self) -> tuple[int, int, int]:
+        """The host's version, so version-dependent sysctls print as they would apply."""
+        nums = re.findall(r"\d+", os.uname().release)[:3]
+        return tuple(int(n) for n in (nums + ["0", "0", "0"])[:3])  # type: ignore[return-value]
+
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.model, name)
         if name not in MUTATING_METHODS:
             return target
 
         def printed(*args: Any, **kwargs: Any) -> Any:
-            parts = [_fmt(a) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
+            brief = name.endswith("_real_server") or name.startswith("delete_")
+            parts = [_fmt(a, brief) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
             print(f"dry-run: {name} {' '.join(parts)}".rstrip(), file=self.out, flush=True)
             return target(*args, **kwargs)
 

@@ -319,7 +319,7 @@ class FakeKernel:
                     _, chain, rest = line.split(" ", 2)
                     if chain not in table:
                         raise KernelError(f"iptables-restore: line {lineno}: no chain {chain}")
-                    target = rest.split(" -j ")[-1].split()[0] if " -j " in f" {rest}" else None
+                    target = f" {rest}".split(" -j ")[-1].split()[0] if " -j " in f" {rest}" else None
                     if target and target.startswith("KUBE-") and target not in table:
                         raise KernelError(f"iptables-restore: line {lineno}: no chain {target}")
                     table[chain].append(rest)

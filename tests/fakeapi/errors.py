@@ -121,18 +121,13 @@ def unauthorized() -> ApiError:
 
 def forbidden(user: str, verb: str, resource, subresource: str, name: str | None,
               namespace: str | None) -> ApiError:
+    """403, worded like the apiserver's `forbiddenMessage` wrapped in `NewForbidden`."""
     what = resource.plural + (f"/{subresource}" if subresource else "")
-    target = f'"{name}" ' if name else ""
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    group = f'in API group "{resource.group}" '
-    message = (f'{what}{"." + resource.group if resource.group else ""} {target}is forbidden: '
-               f'User "{user}" cannot {verb} resource "{what}" {group}{scope}')
-    details = {"kind": what}
-    if name:
-        details = {"name": name, **details}
-    if resource.group:
-        details["group"] = resource.group
-    return ApiError(403, "Forbidden", message, details)
+    reason = (f'User "{user}" cannot {verb} resource "{what}" in API group "{resource.group}" '
+              f'{scope}')
+    target = f'{_qualified(resource)} "{name}"' if name else _qualified(resource)
+    return ApiError(403, "Forbidden", f"{target} is forbidden: {reason}", _details(resource, name))
 
 
 # --- field errors --------------------------------------------------------------------------

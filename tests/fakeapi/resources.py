@@ -36,6 +36,7 @@ class ResourceType:
     tracks_generation: bool = False     # metadata.generation counts spec changes
     categories: tuple[str, ...] = ()
     name_rule: str = "subdomain"        # subdomain | label | dns1035 | path
+    stored_as: tuple[str, str] | None = None  # (group, plural) whose storage this type is a view of
 
     @property
     def api_version(self) -> str:
@@ -50,8 +51,9 @@ class ResourceType:
         return self.kind + "List"
 
     def key(self) -> tuple[str, str]:
-        """Identity for storage: (group, plural); versions of one type share it."""
-        return (self.group, self.plural)
+        """Identity for storage: (group, plural). Types that are views of another
+        type's storage (events.k8s.io Events of core Events) share its key."""
+        return self.stored_as or (self.group, self.plural)
 
     def describe(self) -> list[dict]:
         """Entries for this type in an APIResourceList."""
@@ -97,7 +99,7 @@ REGISTRY: tuple[ResourceType, ...] = (
     _r("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False,
        tracks_generation=True),
     _r("coordination.k8s.io", "v1", "leases", "Lease", True),
-    _r("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
+    _r("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), stored_as=("", "events")),
     _r("rbac.authorization.k8s.io", "v1", "roles", "Role", True, name_rule="path"),
     _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, name_rule="path"),
     _r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, name_rule="path"),

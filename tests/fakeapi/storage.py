@@ -51,13 +51,16 @@ class Watcher:
     """One watch stream's view: a queue of (type, object) filtered for it."""
 
     def __init__(self, resource: ResourceType, namespace: str | None,
-                 predicate: Callable[[dict], bool]):
+                 predicate: Callable[[dict], bool],
+                 convert: Callable[[dict], dict] | None = None):
         self.resource = resource
         self.namespace = namespace
-        self.predicate = predicate
+        self.predicate = predicate           # sees objects as served (after `convert`)
+        self.convert = convert or (lambda obj: obj)
         self._queue: collections.deque[tuple[str, dict]] = collections.deque()
         self._cond = threading.Condition()
         self.closed = False
+        self.abrupt = False     # closed by a fault that cuts the connection mid-stream
 
     def _in_scope(self, obj: dict | None) -> bool:
         if obj is None:
@@ -74,14 +77,16 @@ class Watcher:
         """
         if event.resource != self.resource.key():
             return
-        now = self._in_scope(event.obj) if event.type != "DELETED" else False
-        before = self._in_scope(event.prev)
+        obj = self.convert(event.obj)
+        prev = self.convert(event.prev) if event.prev is not None else None
+        now = self._in_scope(obj) if event.type != "DELETED" else False
+        before = self._in_scope(prev)
         if event.type == "DELETED":
-            out = ("DELETED", event.obj) if before else None
+            out = ("DELETED", obj) if before else None
         elif now:
-            out = ("MODIFIED" if before else "ADDED", event.obj)
+            out = ("MODIFIED" if before else "ADDED", obj)
         elif before:
-            out = ("DELETED", set_rv(copy.deepcopy(event.prev), event.rv))
+            out = ("DELETED", set_rv(copy.deepcopy(prev), event.rv))
         else:
             out = None
         if out is not None:
@@ -106,9 +111,10 @@ class Watcher:
                 return type_, copy.deepcopy(obj)
             return None
 
-    def close(self) -> None:
+    def close(self, abrupt: bool = False) -> None:
         with self._cond:
             self.closed = True
+            self.abrupt = abrupt
             self._cond.notify_all()
 
 
@@ -205,16 +211,17 @@ class Storage:
     # --- watchers -----------------------------------------------------------------------
 
     def watch(self, rt: ResourceType, since: int | None, namespace: str | None,
-              predicate: Callable[[dict], bool]) -> Watcher:
+              predicate: Callable[[dict], bool],
+              convert: Callable[[dict], dict] | None = None) -> Watcher:
         """Register a watcher primed with what happened after `since`.
 
         `since=None` primes it with synthetic ADDED events for the current
         state. Raises ApiError(410) when `since` is older than the history.
         """
-        watcher = Watcher(rt, namespace, predicate)
+        watcher = Watcher(rt, namespace, predicate, convert)
         with self.lock:
             if since is None:
-                for obj in self.objects(rt):
+                for obj in map(watcher.convert, self.objects(rt)):
                     if watcher._in_scope(obj):
                         watcher.push("ADDED", obj)
             else:
@@ -236,9 +243,9 @@ class Storage:
             self._watchers.discard(watcher)
         watcher.close()
 
-    def close_watchers(self) -> None:
+    def close_watchers(self, abrupt: bool = False) -> None:
         with self.lock:
             watchers = list(self._watchers)
             self._watchers.clear()
         for watcher in watchers:
-            watcher.close()
+            watcher.close(abrupt)

@@ -1,0 +1,87 @@
+--- Certificate selection in `ssl_certificate_by_lua_block`.
+--
+-- Each handshake: compare the certificates version in the shared dict with
+-- the one this worker loaded (one dict read); on change, reload the host ->
+-- certificate id map and empty the parsed-certificate cache. Then pick the id
+-- for the SNI name (util/sni.lua: exact, wildcard, default), parse its PEM
+-- once per worker and version (cdata cached by id), and install it.
+-- With no id (no match and no default) or a broken PEM we leave the
+-- `ssl_certificate` of the server block in place.
+local ssl = require("ngx.ssl")
+local configuration = require("configuration")
+local sni = require("util.sni")
+
+local M = {}
+
+local loaded_version = -1
+local servers, default_id = {}, nil
+local pem_of = function() return nil end
+-- cert id -> {cert = cdata, key = cdata}; replaced whole on a version change.
+local cache = {}
+
+local function refresh()
+  if configuration.version("certificates") == loaded_version then
+    return
+  end
+  local version, data, pem = configuration.certificates()
+  servers, default_id, pem_of = data.servers or {}, data.default, pem
+  cache = {}
+  loaded_version = version
+end
+
+local function parsed(id)
+  local entry = cache[id]
+  if entry then
+    return entry
+  end
+  local pem = pem_of(id)
+  if pem == nil then
+    -- A newer version replaced this one between our two reads.
+    loaded_version = -1
+    refresh()
+    pem = pem_of(id)
+    if pem == nil then
+      return nil, "certificate " .. id .. " is not stored"
+    end
+  end
+  local cert, err = ssl.parse_pem_cert(pem)
+  if not cert then
+    return nil, err
+  end
+  local key
+  key, err = ssl.parse_pem_priv_key(pem)
+  if not key then
+    return nil, err
+  end
+  entry = { cert = cert, key = key }
+  cache[id] = entry
+  return entry
+end
+
+function M.call()
+  refresh()
+  local name = ssl.server_name()
+  local id = sni.lookup(servers, default_id, name)
+  if id == nil then
+    return
+  end
+  local entry, err = parsed(id)
+  if not entry then
+    ngx.log(ngx.ERR, "certificate ", id, " for ", tostring(name), ": ", err)
+    return
+  end
+  local ok
+  ok, err = ssl.clear_certs()
+  if ok then
+    ok, err = ssl.set_cert(entry.cert)
+  end
+  if ok then
+    ok, err = ssl.set_priv_key(entry.key)
+  end
+  if not ok then
+    ngx.log(ngx.ERR, "installing certificate ", id, ": ", err)
+    return ngx.exit(ngx.ERROR)
+  end
+end
+
+return M

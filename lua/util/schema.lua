@@ -1,0 +1,339 @@
+--- Validation and normalisation of configuration payloads.
+--
+-- Pure Lua: everything nginx-specific (the JSON null sentinel, compiling a
+-- regex, parsing a PEM) is injected through `deps`:
+--   deps.null                       value the JSON decoder uses for null
+--   deps.regex_ok(pattern)          -> true | nil, err
+--   deps.pem_ok(pem)                -> true | nil, err   (certificates only)
+--
+-- Each `validate_<section>(data, deps)` returns a normalised copy of `data`
+-- or `nil, "<path>: <problem>"`. The copy keeps only the fields the Lua side
+-- uses, with JSON nulls turned into absent fields, so balancers never see the
+-- null sentinel. Unknown fields are ignored (the controller may send more than
+-- Lua needs); known fields with the wrong type or value are errors, because a
+-- silently defaulted field is a misrouted request.
+local M = {}
+
+M.ALGORITHMS = { round_robin = true, ewma = true, chash = true }
+M.AFFINITY_MODES = { balanced = true, persistent = true }
+M.SAMESITE = { Strict = true, Lax = true, None = true }
+
+local function fail(path, problem)
+  error({ message = path .. ": " .. problem }, 0)
+end
+
+local function absent(value, deps)
+  return value == nil or value == deps.null
+end
+
+local function is_array(value)
+  if type(value) ~= "table" then
+    return false
+  end
+  local n = 0
+  for _ in pairs(value) do
+    n = n + 1
+  end
+  for i = 1, n do
+    if value[i] == nil then
+      return false
+    end
+  end
+  return true
+end
+
+local function is_integer(value)
+  return type(value) == "number" and value == math.floor(value) and value > -2^53 and value < 2^53
+end
+
+local function opt_string(obj, field, path, deps)
+  local value = obj[field]
+  if absent(value, deps) then
+    return nil
+  end
+  if type(value) ~= "string" then
+    fail(path .. "." .. field, "must be a string")
+  end
+  return value
+end
+
+local function opt_integer(obj, field, path, deps, min, max)
+  local value = obj[field]
+  if absent(value, deps) then
+    return nil
+  end
+  if not is_integer(value) or value < min or value > max then
+    fail(path .. "." .. field, "must be an integer in [" .. min .. ", " .. max .. "]")
+  end
+  return value
+end
+
+local function opt_boolean(obj, field, path, deps)
+  local value = obj[field]
+  if absent(value, deps) then
+    return nil
+  end
+  if type(value) ~= "boolean" then
+    fail(path .. "." .. field, "must be a boolean")
+  end
+  return value
+end
+
+local function opt_object(obj, field, path, deps)
+  local value = obj[field]
+  if absent(value, deps) then
+    return nil
+  end
+  if type(value) ~= "table" or (next(value) ~= nil and is_array(value)) then
+    fail(path .. "." .. field, "must be an object")
+  end
+  return value
+end
+
+local function opt_array(obj, field, path, deps)
+  local value = obj[field]
+  if absent(value, deps) then
+    return {}
+  end
+  if not is_array(value) then
+    fail(path .. "." .. field, "must be an array")
+  end
+  return value
+end
+
+-- Characters allowed in names that end up in shared-dict keys, log lines and
+-- `$proxy_upstream_name`: the shape of "namespace-service-port".
+local NAME = "^[%w][%w%._%-]*$"
+-- HTTP token (RFC 9110) for header and cookie names.
+local TOKEN = "^[%w!#%$%%&'%*%+%-%.%^_`|~]+$"
+-- An address is an IPv4/IPv6 literal or a DNS name; no spaces, no slashes.
+local ADDRESS = "^[%w%.:%-%%]+$"
+-- Cookie values and paths must not contain ';', ',', spaces or controls.
+local COOKIE_PATH = "^/[%w%-%._~!%$&'%(%)%*%+=:@/%%]*$"
+-- `upstream_hash_by`: nginx variables and plain separators.
+local HASH_BY = "^[%w%$_%-%.:/]+$"
+local HOSTNAME = "^[%w%-%.]+$"
+
+local function check_endpoint(value, path, deps)
+  if type(value) ~= "table" then
+    fail(path, "must be an object")
+  end
+  local address = value.address
+  if type(address) ~= "string" or not address:match(ADDRESS) then
+    fail(path .. ".address", "must be an IP address or host name")
+  end
+  local port = value.port
+  if not is_integer(port) or port < 1 or port > 65535 then
+    fail(path .. ".port", "must be an integer in [1, 65535]")
+  end
+  return { address = address, port = port }
+end
+
+local function check_affinity(obj, path, deps)
+  local value = opt_object(obj, "session_affinity", path, deps)
+  if value == nil then
+    return nil
+  end
+  path = path .. ".session_affinity"
+  local kind = opt_string(value, "type", path, deps)
+  if kind == nil or kind == "" then
+    return nil
+  end
+  if kind ~= "cookie" then
+    fail(path .. ".type", "must be \"cookie\" or empty")
+  end
+  local mode = opt_string(value, "mode", path, deps) or "balanced"
+  if mode == "" then
+    mode = "balanced"
+  end
+  if not M.AFFINITY_MODES[mode] then
+    fail(path .. ".mode", "must be \"balanced\" or \"persistent\"")
+  end
+  local c = opt_object(value, "cookie", path, deps) or {}
+  local cpath = path .. ".cookie"
+  local cookie = {
+    name = opt_string(c, "name", cpath, deps),
+    path = opt_string(c, "path", cpath, deps),
+    samesite = opt_string(c, "samesite", cpath, deps),
+    max_age = opt_integer(c, "max_age", cpath, deps, 0, 2^31 - 1),
+    secure = opt_boolean(c, "secure", cpath, deps),
+  }
+  if cookie.name ~= nil and cookie.name ~= "" and not cookie.name:match(TOKEN) then
+    fail(cpath .. ".name", "must be an HTTP token")
+  end
+  if cookie.path ~= nil and cookie.path ~= "" and not cookie.path:match(COOKIE_PATH) then
+    fail(cpath .. ".path", "must be an absolute path without ';', ',' or spaces")
+  end
+  if cookie.samesite ~= nil and cookie.samesite ~= "" and not M.SAMESITE[cookie.samesite] then
+    fail(cpath .. ".samesite", "must be Strict, Lax or None")
+  end
+  return { type = "cookie", mode = mode, cookie = cookie }
+end
+
+local function check_policy(obj, path, deps)
+  local value = opt_object(obj, "traffic_shaping_policy", path, deps)
+  if value == nil then
+    return nil
+  end
+  path = path .. ".traffic_shaping_policy"
+  local policy = {
+    weight = opt_integer(value, "weight", path, deps, 0, 2^31 - 1) or 0,
+    weight_total = opt_integer(value, "weight_total", path, deps, 0, 2^31 - 1) or 0,
+    header = opt_string(value, "header", path, deps),
+    header_value = opt_string(value, "header_value", path, deps),
+    header_pattern = opt_string(value, "header_pattern", path, deps),
+    cookie = opt_string(value, "cookie", path, deps),
+  }
+  if policy.weight_total == 0 then
+    policy.weight_total = 100
+  end
+  if policy.weight > policy.weight_total then
+    fail(path .. ".weight", "must not exceed weight_total")
+  end
+  if policy.header ~= nil and policy.header ~= "" and not policy.header:match(TOKEN) then
+    fail(path .. ".header", "must be an HTTP token")
+  end
+  if policy.cookie ~= nil and policy.cookie ~= "" and not policy.cookie:match(TOKEN) then
+    fail(path .. ".cookie", "must be an HTTP token")
+  end
+  if policy.header_pattern ~= nil and policy.header_pattern ~= "" then
+    local ok, err = deps.regex_ok(policy.header_pattern)
+    if not ok then
+      fail(path .. ".header_pattern", "does not compile: " .. tostring(err))
+    end
+  end
+  return policy
+end
+
+local function check_backend(value, path, deps)
+  if type(value) ~= "table" or is_array(value) and next(value) ~= nil then
+    fail(path, "must be an object")
+  end
+  local name = value.name
+  if type(name) ~= "string" or not name:match(NAME) then
+    fail(path .. ".name", "must be a non-empty name of letters, digits, '.', '_' and '-'")
+  end
+  path = path .. "(" .. name .. ")"
+  local endpoints = {}
+  for i, endpoint in ipairs(opt_array(value, "endpoints", path, deps)) do
+    endpoints[i] = check_endpoint(endpoint, path .. ".endpoints[" .. i .. "]", deps)
+  end
+  local backend = {
+    name = name,
+    endpoints = endpoints,
+    load_balance = opt_string(value, "load_balance", path, deps),
+    upstream_hash_by = opt_string(value, "upstream_hash_by", path, deps),
+    session_affinity = check_affinity(value, path, deps),
+    traffic_shaping_policy = check_policy(value, path, deps),
+    alternative_backends = {},
+  }
+  if backend.load_balance == "" then
+    backend.load_balance = nil
+  end
+  if backend.load_balance ~= nil and not M.ALGORITHMS[backend.load_balance] then
+    fail(path .. ".load_balance", "unknown algorithm \"" .. backend.load_balance .. "\"")
+  end
+  if backend.upstream_hash_by == "" then
+    backend.upstream_hash_by = nil
+  end
+  if backend.upstream_hash_by ~= nil and not (backend.upstream_hash_by:match(HASH_BY)
+      and backend.upstream_hash_by:find("$", 1, true)) then
+    fail(path .. ".upstream_hash_by", "must name at least one nginx variable ($name)")
+  end
+  for i, alt in ipairs(opt_array(value, "alternative_backends", path, deps)) do
+    if type(alt) ~= "string" or not alt:match(NAME) then
+      fail(path .. ".alternative_backends[" .. i .. "]", "must be a backend name")
+    end
+    backend.alternative_backends[i] = alt
+  end
+  return backend
+end
+
+local function protect(fn, ...)
+  local ok, result = pcall(fn, ...)
+  if ok then
+    return result
+  end
+  if type(result) == "table" and result.message then
+    return nil, result.message
+  end
+  error(result, 0)
+end
+
+--- `data`: list of backend objects (see docs/architecture.md).
+function M.validate_backends(data, deps)
+  return protect(function()
+    if not is_array(data) then
+      fail("data", "must be an array of backends")
+    end
+    local out, seen = {}, {}
+    for i, value in ipairs(data) do
+      local backend = check_backend(value, "data[" .. i .. "]", deps)
+      if seen[backend.name] then
+        fail("data[" .. i .. "].name", "duplicate backend \"" .. backend.name .. "\"")
+      end
+      seen[backend.name] = true
+      out[i] = backend
+    end
+    return out
+  end)
+end
+
+--- `data`: `{servers = {host = id}, certificates = {id = pem}, default = id|null}`.
+function M.validate_certificates(data, deps)
+  return protect(function()
+    if type(data) ~= "table" or (next(data) ~= nil and is_array(data)) then
+      fail("data", "must be an object")
+    end
+    local certificates = {}
+    for id, pem in pairs(opt_object(data, "certificates", "data", deps) or {}) do
+      local path = "data.certificates[" .. tostring(id) .. "]"
+      if type(id) ~= "string" or not id:match("^[%w][%w%._%-/:]*$") then
+        fail(path, "certificate id must be a name")
+      end
+      if type(pem) ~= "string" then
+        fail(path, "must be a PEM string")
+      end
+      local ok, err = deps.pem_ok(pem)
+      if not ok then
+        fail(path, tostring(err))
+      end
+      certificates[id] = pem
+    end
+    local servers = {}
+    for host, id in pairs(opt_object(data, "servers", "data", deps) or {}) do
+      local path = "data.servers[" .. tostring(host) .. "]"
+      if type(host) ~= "string" then
+        fail(path, "must be keyed by host name")
+      end
+      local bare = host:match("^%*%.(.+)$") or host
+      if not bare:match(HOSTNAME) then
+        fail(path, "must be a host name or *.<domain>")
+      end
+      if type(id) ~= "string" or certificates[id] == nil then
+        fail(path, "names an unknown certificate")
+      end
+      servers[host:lower()] = id
+    end
+    local default = opt_string(data, "default", "data", deps)
+    if default == "" then
+      default = nil
+    end
+    if default ~= nil and certificates[default] == nil then
+      fail("data.default", "names an unknown certificate")
+    end
+    return { servers = servers, certificates = certificates, default = default }
+  end)
+end
+
+--- `data`: a free-form object of settings (`status_codes`, ...).
+function M.validate_general(data, deps)
+  return protect(function()
+    if type(data) ~= "table" or (next(data) ~= nil and is_array(data)) then
+      fail("data", "must be an object")
+    end
+    return data
+  end)
+end
+
+return M

@@ -1,0 +1,147 @@
+"""List and watch the real API server, as raw JSON.
+
+``ApiSource`` implements the reflector's ``Source`` on top of
+``kubeclient.request`` (the ``kubernetes`` client's configuration, auth and
+urllib3 pool; our own requests). Objects are whatever ``json.loads`` makes of
+the bytes: plain dicts, shared with nobody, cheap to build and to keep.
+
+The reflector docstring explains why we do not use ``kubernetes.watch.Watch``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import threading
+from collections.abc import Iterator
+
+import urllib3
+from kubernetes import client as k8s_client
+
+from platformd.common import errors, kubeclient
+from platformd.common.reflector import ListPage, WatchEvent
+from platformd.common.resources import Resource
+
+log = logging.getLogger(__name__)
+
+# Bytes asked for per read of a watch stream. read1 returns as soon as any
+# data is there, so this bounds memory per read, not latency.
+_READ_SIZE = 256 * 1024
+# Beyond the watch's own timeoutSeconds, how long a silent connection may
+# stay open before we call it dead: the server ends the watch itself at
+# timeoutSeconds, so silence well past that means a half-open connection.
+_WATCH_READ_SLACK = 30.0
+
+_TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
+
+
+class ApiSource:
+    """The API server as a reflector ``Source``. Thread-safe (one pool, no state)."""
+
+    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+        self.api_client = api_client
+
+    def list(self, resource: Resource, namespace: str | None, *,
+             limit: int, continue_token: str = "") -> ListPage:
+        query = [("limit", str(limit))] if limit else []
+        if continue_token:
+            query.append(("continue", continue_token))
+        path = resource.path(namespace)
+        body = kubeclient.request_json(self.api_client, "GET", path, query=query)
+        if not isinstance(body.get("items", []), list):
+            raise errors.InvalidResponse(f"GET {path}: list without an items array")
+        items = body.get("items") or []
+        # List items come without kind/apiVersion; watched objects have them.
+        # Fill them in so every object looks the same to handlers.
+        kind, api_version = resource.kind, resource.api_version
+        for item in items:
+            item["kind"] = kind
+            item["apiVersion"] = api_version
+        meta = body.get("metadata") or {}
+        return ListPage(items, meta.get("resourceVersion", ""), meta.get("continue") or "")
+
+    def watch(self, resource: Resource, namespace: str | None, *,
+              resource_version: str, timeout_seconds: int) -> _WatchStream:
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(timeout_seconds))]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        path = resource.path(namespace)
+        timeout = urllib3.Timeout(connect=kubeclient.DEFAULT_TIMEOUT.connect_timeout,
+                                  read=timeout_seconds + _WATCH_READ_SLACK)
+        response = kubeclient.request(self.api_client, "GET", path, query=query, timeout=timeout)
+        return _WatchStream(response, path)
+
+
+class _WatchStream:
+    """Newline-delimited JSON watch events from one HTTP response.
+
+    ERROR events become exceptions (410 → ``errors.ResourceExpired``), so the
+    reflector handles them like the same status on a plain request.
+    """
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, path: str) -> None:
+        self._response = response
+        self._path = path
+        self._closed = threading.Event()
+        self._close_lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        pending = b""
+        loads = json.loads
+        try:
+            while not self._closed.is_set():
+                chunk = self._read()
+                if not chunk:
+                    break
+                pending += chunk
+                if b"\n" not in chunk:
+                    continue
+                lines = pending.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        raw = loads(line)
+                        kind = raw["type"]
+                        obj = raw["object"]
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise errors.InvalidResponse(f"watch {self._path}: undecodable event ({exc})") from None
+                    if kind == "ERROR":
+                        raise errors.from_status(int(obj.get("code") or 500), obj)
+                    yield WatchEvent(kind, obj)
+        finally:
+            self.close()
+
+    def _read(self) -> bytes:
+        try:
+            return self._response.read1(_READ_SIZE)
+        except Exception as exc:
+            # Broad on purpose: when a connection is cut mid-chunk (or shut
+            # down by close() from another thread) http.client raises
+            # ValueError or AttributeError from its chunk parser, not only
+            # transport errors. Any failure here means "the stream is gone".
+            if self._closed.is_set():
+                return b""
+            raise errors.ApiUnreachable(
+                f"watch {self._path}: {kubeclient.describe_transport_error(exc)}") from exc
+
+    def close(self) -> None:
+        """End the watch; safe to call from any thread and more than once."""
+        with self._close_lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+        # shutdown() wakes a read blocked in another thread; close() alone
+        # would not. The connection is not reused (the stream is mid-body).
+        try:
+            self._response.shutdown()
+        except (ValueError, RuntimeError, OSError):
+            pass
+        try:
+            self._response.close()
+        except _TRANSPORT_ERRORS:
+            pass
+

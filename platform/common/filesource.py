@@ -1,0 +1,398 @@
+"""A folder of YAML manifests as a list/watch source.
+
+``FileSource(directory)`` serves the objects found in ``*.yaml``/``*.yml``
+files directly in ``directory`` (multi-document files and ``kind: List``
+included) through the same ``list``/``watch`` interface as ``ApiSource``, so
+an ``InformerFactory`` runs unchanged on files: for running without a
+cluster, for demos and for tests.
+
+How it behaves:
+
+- The folder is polled every ``poll_interval`` seconds (0.5 s by default: fast
+  enough for someone editing a file, and a stat per file is cheap). A file
+  is re-read when its mtime, size or inode changes; the inode catches editors
+  that replace a file by renaming a new one over it.
+- Every change gets a new synthetic ``resourceVersion`` from one counter for
+  the whole folder, and each object a ``uid`` that stays the same for as long
+  as the object exists. Objects of namespaced kinds without a namespace get
+  ``default``; cluster-scoped objects lose any namespace they were given.
+- A file that does not parse (or holds a document that is not an object of
+  a kind we know how to address) is reported once, with its name and line,
+  and ignored. A file that *becomes* malformed keeps serving its last good
+  objects: a bad edit never deletes what is serving. Removing the file does.
+- Kinds we do not know (not in ``resources.ALL``) are skipped silently;
+  a folder may well hold Deployments next to our Ingresses.
+- The same object in two files: the first file in name order wins, and the
+  duplicate is reported.
+- Watches see the events since the given resourceVersion; a version older
+  than the kept history (``history_limit`` events) gets ``ResourceExpired``,
+  so reflectors relist exactly as they would against an API server.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import yaml
+
+from platformd.common import errors, resources
+from platformd.common.reflector import ADDED, DELETED, MODIFIED, ListPage, WatchEvent
+from platformd.common.resources import Resource
+
+log = logging.getLogger(__name__)
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+class _ManifestLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML without timestamp conversion: ``2024-01-01T00:00:00Z`` stays a
+    string, as it would be in JSON from the API server."""
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class ManifestError(ValueError):
+    """A file that cannot be used, with ``path`` and 1-based ``line`` (0 if unknown)."""
+
+    def __init__(self, path: str, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
+        self.path = path
+        self.line = line
+        self.problem = problem
+
+
+_ObjectId = tuple[Resource, str]  # (resource, namespace/name key)
+
+
+def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
+    """The objects in one manifest file, with the resource each belongs to.
+
+    Raises ``ManifestError`` for YAML errors and for documents that are not
+    Kubernetes objects. Objects of unknown kinds are left out. The returned
+    dicts are normalised (namespace defaulted or removed), nothing else.
+    """
+    loader = _ManifestLoader(text)
+    found: list[tuple[Resource, dict]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            line = node.start_mark.line + 1
+            doc = loader.construct_document(node)
+            if doc is None:
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "List" and "items" in doc:
+                items = doc["items"] or []
+                if not isinstance(items, list):
+                    raise ManifestError(path, line, "kind: List with items that are not a list")
+            else:
+                items = [doc]
+            for item in items:
+                parsed = _object(path, line, item)
+                if parsed is not None:
+                    found.append(parsed)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ManifestError(path, mark.line + 1 if mark is not None else 0,
+                            f"invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+    return found
+
+
+def _object(path: str, line: int, item: object) -> tuple[Resource, dict] | None:
+    if not isinstance(item, dict):
+        raise ManifestError(path, line, f"document is a {type(item).__name__}, not an object")
+    api_version, kind = item.get("apiVersion"), item.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        raise ManifestError(path, line, "object without apiVersion and kind")
+    meta = item.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ManifestError(path, line, f"{kind} without metadata.name")
+    resource = resources.for_kind(api_version, kind)
+    if resource is None:
+        log.debug("%s:%d: skipping %s %s (kind not served)", path, line, api_version, kind)
+        return None
+    meta = dict(meta)
+    if resource.namespaced:
+        meta["namespace"] = meta.get("namespace") or "default"
+    else:
+        meta.pop("namespace", None)
+    return resource, {**item, "metadata": meta}
+
+
+def _key(obj: dict) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+@dataclass
+class _FileState:
+    fingerprint: tuple[int, int, int]  # (mtime_ns, size, inode)
+    objects: list[tuple[Resource, dict]] = field(default_factory=list)  # last good parse
+    error: str | None = None  # problem with the current content, if any
+
+
+@dataclass(frozen=True)
+class _Change:
+    resource_version: int
+    resource: Resource
+    type: str
+    object: dict
+
+
+class FileSource:
+    """A folder of manifests as a reflector ``Source`` (see the module docstring).
+
+    The folder is read on the first ``list``/``watch`` and then polled by a
+    daemon thread until ``close()``. ``scan()`` polls once, synchronously.
+    """
+
+    def __init__(self, directory: str, *, poll_interval: float = 0.5,
+                 history_limit: int = 10_000) -> None:
+        self.directory = directory
+        self.poll_interval = poll_interval
+        self._history_limit = history_limit
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._scan_lock = threading.Lock()  # one scan at a time
+        self._start_lock = threading.Lock()
+        self._files: dict[str, _FileState] = {}
+        self._manifests: dict[_ObjectId, dict] = {}  # as parsed, to detect changes
+        self._objects: dict[_ObjectId, dict] = {}  # as served (with rv and uid)
+        self._resource_version = 0
+        self._history: list[_Change] = []
+        self._forgotten_before = 0  # events with a resourceVersion <= this are no longer kept
+        self._closed = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._missing_reported = False
+
+    # ---- Source
+
+    def list(self, resource: Resource, namespace: str | None, *,
+             limit: int = 0, continue_token: str = "") -> ListPage:
+        """Everything at once: a source may ignore ``limit``, as the API server may."""
+        self._ensure_started()
+        with self._lock:
+            items = [obj for (res, _), obj in self._objects.items()
+                     if res == resource and _in_namespace(obj, namespace)]
+            return ListPage(items, str(self._resource_version))
+
+    def watch(self, resource: Resource, namespace: str | None, *,
+              resource_version: str, timeout_seconds: int) -> _FileWatch:
+        self._ensure_started()
+        try:
+            since = int(resource_version or 0)
+        except ValueError:
+            raise errors.ResourceExpired(410, f"resourceVersion {resource_version!r} is not ours",
+                                         "Expired") from None
+        with self._lock:
+            if since < self._forgotten_before:
+                raise errors.ResourceExpired(410, f"too old resource version: {since}", "Expired")
+        return _FileWatch(self, resource, namespace, since, timeout_seconds)
+
+    # ---- polling
+
+    def problems(self) -> dict[str, str]:
+        """Files whose current content is ignored, with the reason (file:line: problem)."""
+        with self._lock:
+            return {path: state.error for path, state in self._files.items() if state.error}
+
+    def scan(self) -> None:
+        """Read the folder once and publish what changed."""
+        with self._scan_lock:
+            files = self._read_folder()
+            with self._lock:
+                if files is not None:
+                    self._files = files
+                self._publish(self._merge())
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            self._changed.notify_all()
+        if self._poller is not None and self._poller is not threading.current_thread():
+            self._poller.join(2.0)
+
+    def _ensure_started(self) -> None:
+        with self._start_lock:
+            if self._poller is None:
+                self.scan()  # the first list must see the whole folder
+                self._poller = threading.Thread(
+                    target=self._poll_loop, daemon=True,
+                    name=f"filesource-{os.path.basename(self.directory)}")
+                self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._closed.wait(self.poll_interval):
+            try:
+                self.scan()
+            except Exception:
+                log.exception("scanning %s failed", self.directory)
+
+    def _read_folder(self) -> dict[str, _FileState] | None:
+        """New file states; None if the folder cannot be read (keep what we have)."""
+        try:
+            names = sorted(n for n in os.listdir(self.directory)
+                           if n.endswith(_SUFFIXES) and not n.startswith("."))
+        except OSError as exc:
+            if not self._missing_reported:
+                log.warning("cannot read manifest folder %s: %s", self.directory, exc.strerror or exc)
+                self._missing_reported = True
+            return None
+        self._missing_reported = False
+        with self._lock:
+            previous = dict(self._files)
+        files: dict[str, _FileState] = {}
+        for name in names:
+            path = os.path.join(self.directory, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # removed between listdir and stat
+            fingerprint = (st.st_mtime_ns, st.st_size, st.st_ino)
+            old = previous.get(path)
+            if old is not None and old.fingerprint == fingerprint:
+                files[path] = old
+                continue
+            files[path] = self._read_file(path, fingerprint, old)
+        return files
+
+    @staticmethod
+    def _read_file(path: str, fingerprint: tuple[int, int, int], old: _FileState | None) -> _FileState:
+        last_good = old.objects if old is not None else []
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            objects = parse_manifests(path, text)
+        except ManifestError as exc:
+            log.warning("ignoring %s (keeping its last good objects)", exc)
+            return _FileState(fingerprint, last_good, str(exc))
+        except (OSError, UnicodeDecodeError) as exc:
+            message = f"{path}: cannot read: {exc}"
+            log.warning("ignoring %s", message)
+            return _FileState(fingerprint, last_good, message)
+        if old is not None and old.error:
+            log.info("%s is valid again", path)
+        return _FileState(fingerprint, objects)
+
+    def _merge(self) -> dict[_ObjectId, dict]:
+        """The manifests of all files, first file (by name) winning duplicates."""
+        merged: dict[_ObjectId, dict] = {}
+        origin: dict[_ObjectId, str] = {}
+        for path, state in self._files.items():
+            for resource, manifest in state.objects:
+                object_id = (resource, _key(manifest))
+                if object_id in merged:
+                    if origin[object_id] != path:
+                        log.warning("%s: %s %s is also defined in %s; using that one",
+                                    path, resource.kind, object_id[1], origin[object_id])
+                    continue
+                merged[object_id] = manifest
+                origin[object_id] = path
+        return merged
+
+    def _publish(self, manifests: dict[_ObjectId, dict]) -> None:
+        """Turn the difference to what is served into events (lock held)."""
+        changes = 0
+        for object_id, manifest in manifests.items():
+            old = self._manifests.get(object_id)
+            if old is not None and old == manifest:
+                continue
+            served = self._objects.get(object_id)
+            uid = served["metadata"]["uid"] if served is not None else str(uuid.uuid4())
+            self._resource_version += 1
+            meta = {**manifest["metadata"], "uid": uid,
+                    "resourceVersion": str(self._resource_version)}
+            if served is not None:
+                meta.setdefault("creationTimestamp", served["metadata"].get("creationTimestamp"))
+            else:
+                meta.setdefault("creationTimestamp", _now())
+            obj = {**manifest, "metadata": meta}
+            self._manifests[object_id] = manifest
+            self._objects[object_id] = obj
+            self._record(object_id[0], MODIFIED if served is not None else ADDED, obj)
+            changes += 1
+        for object_id in [i for i in self._objects if i not in manifests]:
+            served = self._objects.pop(object_id)
+            del self._manifests[object_id]
+            self._resource_version += 1
+            obj = {**served, "metadata": {**served["metadata"],
+                                          "resourceVersion": str(self._resource_version)}}
+            self._record(object_id[0], DELETED, obj)
+            changes += 1
+        if changes:
+            self._changed.notify_all()
+
+    def _record(self, resource: Resource, kind: str, obj: dict) -> None:
+        self._history.append(_Change(self._resource_version, resource, kind, obj))
+        if len(self._history) > self._history_limit:
+            # Drop the older half at once, so trimming is amortised O(1).
+            cut = len(self._history) - self._history_limit // 2
+            self._forgotten_before = self._history[cut - 1].resource_version
+            del self._history[:cut]
+
+    def _changes_after(self, since: int) -> list[_Change]:
+        """History entries newer than ``since`` (lock held)."""
+        if since < self._forgotten_before:
+            raise errors.ResourceExpired(410, f"too old resource version: {since}", "Expired")
+        start = bisect.bisect_right(self._history, since, key=lambda c: c.resource_version)
+        return self._history[start:]
+
+
+def _in_namespace(obj: dict, namespace: str | None) -> bool:
+    return namespace is None or obj["metadata"].get("namespace") == namespace
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class _FileWatch:
+    """Events of one resource after a resourceVersion, until timeout or close()."""
+
+    def __init__(self, source: FileSource, resource: Resource, namespace: str | None,
+                 since: int, timeout_seconds: float) -> None:
+        self._source = source
+        self._resource = resource
+        self._namespace = namespace
+        self._since = since
+        self._deadline = time.monotonic() + timeout_seconds
+        self._closed = False
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        source = self._source
+        while True:
+            with source._lock:
+                while True:
+                    if self._closed or source._closed.is_set():
+                        return
+                    changes = source._changes_after(self._since)
+                    if changes:
+                        break
+                    remaining = self._deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    source._changed.wait(remaining)
+            self._since = changes[-1].resource_version
+            for change in changes:
+                if change.resource == self._resource and _in_namespace(change.object, self._namespace):
+                    yield WatchEvent(change.type, change.object)
+
+    def close(self) -> None:
+        with self._source._lock:
+            self._closed = True
+            self._source._changed.notify_all()

@@ -1,0 +1,54 @@
+"""Decide how to get from the running configuration to the desired one.
+
+Pure functions on model objects. The rule: a change needs an nginx reload
+only when it changes the *shape* of the configuration, i.e. anything that is
+rendered into nginx.conf. Backends (endpoints, algorithm, affinity, canary
+traffic shaping) and certificates live in Lua only and are pushed as dynamic
+sections. ``tests/ingress/test_decide.py`` checks that every change this module
+calls dynamic really leaves the rendered nginx.conf byte-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from platformd.ingress.model import Configuration
+from platformd.ingress.render import DynamicSection, dynamic_sections
+
+__all__ = ["Decision", "decide", "shape"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What applying ``desired`` takes.
+
+    ``reload``: nginx.conf changes. ``sections``: the dynamic sections whose
+    payload differs from the running one (all of them when nothing runs).
+    After a reload every section is pushed again regardless (see dataplane).
+    """
+
+    reload: bool
+    sections: tuple[DynamicSection, ...]
+
+    @property
+    def noop(self) -> bool:
+        return not self.reload and not self.sections
+
+
+def shape(config: Configuration) -> Configuration:
+    """``config`` without the parts nginx.conf does not depend on."""
+    return replace(
+        config,
+        backends=(),
+        certificates=(),
+        servers=tuple(replace(s, tls_certificate=None) for s in config.servers),
+    )
+
+
+def decide(running: Configuration | None, desired: Configuration) -> Decision:
+    wanted = dynamic_sections(desired)
+    if running is None:
+        return Decision(reload=True, sections=wanted)
+    current = {section.name: section.checksum for section in dynamic_sections(running)}
+    changed = tuple(section for section in wanted if current.get(section.name) != section.checksum)
+    return Decision(reload=shape(running) != shape(desired), sections=changed)

@@ -1,0 +1,566 @@
+"""The desired state of the ingress data plane, as frozen dataclasses.
+
+A ``Configuration`` is built whole (by the translator from Kubernetes objects,
+or by hand in tests) and handed to the data plane, which never mutates it.
+
+Invariants every object keeps from construction on:
+
+* every user-derived string has passed its validator in ``validate`` (an
+  invalid value raises ``ValidationError`` naming the field, so a bad object
+  cannot exist);
+* collections are tuples in a canonical order (sorted in ``__post_init__``),
+  so two equal configurations compare equal, hash equal and render
+  byte-identical nginx.conf whatever order the caller listed things in.
+
+What is *dynamic* (pushed to Lua without a reload) and what is *shape*
+(rendered into nginx.conf) is decided in ``decide``; the model itself does not
+care.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from platformd.ingress import validate as v
+
+__all__ = [
+    "AccessControl",
+    "AffinityMode",
+    "Backend",
+    "BackendProtocol",
+    "Certificate",
+    "Configuration",
+    "Cors",
+    "Endpoint",
+    "GlobalSettings",
+    "Hsts",
+    "Listen",
+    "LoadBalance",
+    "Location",
+    "Logging",
+    "PathMatch",
+    "ProxySettings",
+    "RateLimit",
+    "Redirect",
+    "Server",
+    "SessionAffinity",
+    "Timeouts",
+    "Tls",
+    "TrafficShapingPolicy",
+    "Workers",
+]
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    # Normalising a frozen dataclass in __post_init__ is the one place we
+    # bypass frozenness; after construction the object never changes.
+    object.__setattr__(obj, name, value)
+
+
+def _checked(prefix: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except v.ValidationError as exc:
+        raise exc.within(prefix) from None
+
+
+# --- backends ---------------------------------------------------------------
+
+
+class LoadBalance(str, enum.Enum):
+    ROUND_ROBIN = "round_robin"
+    EWMA = "ewma"
+
+
+class AffinityMode(str, enum.Enum):
+    BALANCED = "balanced"
+    PERSISTENT = "persistent"
+
+
+@dataclass(frozen=True, order=True)
+class Endpoint:
+    address: str
+    port: int
+
+    def __post_init__(self) -> None:
+        _set(self, "address", v.ip_address("endpoint.address", self.address))
+        v.port("endpoint.port", self.port)
+
+
+@dataclass(frozen=True)
+class SessionAffinity:
+    """Cookie affinity (the only kind ingress-nginx has)."""
+
+    cookie_name: str = "INGRESSCOOKIE"
+    mode: AffinityMode = AffinityMode.BALANCED
+    max_age: int | None = None  # seconds; None = session cookie
+    path: str = "/"
+    samesite: str = ""
+    secure: bool = False
+
+    def __post_init__(self) -> None:
+        v.cookie_name("session_affinity.cookie_name", self.cookie_name)
+        _set(self, "mode", AffinityMode(self.mode))
+        if self.max_age is not None:
+            v.positive_int("session_affinity.max_age", self.max_age)
+        v.cookie_path("session_affinity.path", self.path)
+        v.samesite("session_affinity.samesite", self.samesite)
+
+
+@dataclass(frozen=True)
+class TrafficShapingPolicy:
+    """How a canary (alternative) backend takes traffic from its primary.
+
+    Precedence, as in ingress-nginx: header (``header_value`` or
+    ``header_pattern`` if set, else "always"/"never"), then cookie
+    ("always"/"never"), then ``weight`` out of ``weight_total``.
+    """
+
+    weight: int = 0
+    weight_total: int = 100
+    header: str = ""
+    header_value: str = ""
+    header_pattern: str = ""
+    cookie: str = ""
+
+    def __post_init__(self) -> None:
+        v.positive_int("traffic_shaping_policy.weight_total", self.weight_total)
+        v.positive_int("traffic_shaping_policy.weight", self.weight, maximum=self.weight_total, allow_zero=True)
+        if self.header:
+            v.header_name("traffic_shaping_policy.header", self.header)
+        v.header_value("traffic_shaping_policy.header_value", self.header_value)
+        if self.header_pattern:
+            v.header_pattern("traffic_shaping_policy.header_pattern", self.header_pattern)
+        if self.cookie:
+            v.cookie_name("traffic_shaping_policy.cookie", self.cookie)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A named set of endpoints and how to balance over them.
+
+    Everything here lives in Lua only; nginx.conf refers to a backend by name.
+    """
+
+    name: str
+    endpoints: tuple[Endpoint, ...] = ()
+    load_balance: LoadBalance = LoadBalance.ROUND_ROBIN
+    upstream_hash_by: str = ""  # non-empty selects consistent hashing
+    session_affinity: SessionAffinity | None = None  # set selects sticky
+    alternative_backends: tuple[str, ...] = ()  # canaries of this backend
+    traffic_shaping_policy: TrafficShapingPolicy | None = None  # set on a canary
+
+    def __post_init__(self) -> None:
+        name = v.backend_name("backend.name", self.name)
+        where = f"backend[{name}]"
+        _set(self, "endpoints", tuple(sorted(set(self.endpoints))))
+        _set(self, "load_balance", _checked(where, lambda: _enum(LoadBalance, "load_balance", self.load_balance)))
+        _checked(where, v.upstream_hash_by, "upstream_hash_by", self.upstream_hash_by)
+        alternatives = tuple(sorted(set(self.alternative_backends)))
+        for alt in alternatives:
+            _checked(where, v.backend_name, "alternative_backends", alt)
+        _set(self, "alternative_backends", alternatives)
+
+
+def _enum(kind: type[enum.Enum], field_name: str, value: object):
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)
+        raise v.ValidationError(field_name, value, f"must be one of {allowed}") from None
+
+
+# --- certificates -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A PEM certificate chain with its key and the hostnames it serves.
+
+    ``id`` is the caller's stable reference (e.g. ``namespace/secret``);
+    servers point at it with ``Server.tls_certificate``.
+    """
+
+    id: str
+    cert_pem: str = field(repr=False)
+    key_pem: str = field(repr=False)
+    hostnames: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        cid = v.certificate_id("certificate.id", self.id)
+        v.pem_bundle(f"certificate[{cid}]", self.cert_pem, self.key_pem)
+        names = {_checked(f"certificate[{cid}]", v.hostname, "hostnames", h) for h in self.hostnames}
+        _set(self, "hostnames", tuple(sorted(names)))
+
+
+# --- locations --------------------------------------------------------------
+
+
+class PathMatch(str, enum.Enum):
+    """How a location's path matches (Kubernetes pathType plus use-regex)."""
+
+    EXACT = "exact"  # the path and nothing else
+    PREFIX = "prefix"  # element-wise prefix: /foo matches /foo and /foo/bar, not /foobar
+    REGEX = "regex"  # case-insensitive PCRE anchored at the start, like ingress-nginx
+
+
+class BackendProtocol(str, enum.Enum):
+    HTTP = "HTTP"
+    HTTPS = "HTTPS"
+    GRPC = "GRPC"
+    GRPCS = "GRPCS"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Upstream timeouts in seconds; None inherits the global default."""
+
+    connect: int | None = None
+    send: int | None = None
+    read: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "send", "read"):
+            value = getattr(self, name)
+            if value is not None:
+                v.positive_int(f"timeouts.{name}", value, maximum=86400)
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """How a location talks to its backend. None inherits the global default."""
+
+    protocol: BackendProtocol = BackendProtocol.HTTP
+    timeouts: Timeouts = Timeouts()
+    body_size: str | None = None  # client_max_body_size, e.g. "8m"; "0" = unlimited
+    buffering: bool | None = None
+    upstream_vhost: str = ""  # Host header sent upstream; "" keeps the client's
+
+    def __post_init__(self) -> None:
+        _set(self, "protocol", _enum(BackendProtocol, "proxy.protocol", self.protocol))
+        if self.body_size is not None:
+            _set(self, "body_size", v.size("proxy.body_size", self.body_size))
+        if self.upstream_vhost:
+            _set(self, "upstream_vhost", v.upstream_vhost("proxy.upstream_vhost", self.upstream_vhost))
+
+
+@dataclass(frozen=True)
+class AccessControl:
+    """Source address filtering. ``allow`` non-empty means deny everyone else."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _set(self, "allow", tuple(sorted({v.cidr("access.allow", c) for c in self.allow})))
+        _set(self, "deny", tuple(sorted({v.cidr("access.deny", c) for c in self.deny})))
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Per client address limits; 0 disables the limit."""
+
+    rps: int = 0
+    connections: int = 0
+    burst_multiplier: int = 5
+
+    def __post_init__(self) -> None:
+        v.positive_int("rate_limit.rps", self.rps, maximum=1_000_000, allow_zero=True)
+        v.positive_int("rate_limit.connections", self.connections, maximum=1_000_000, allow_zero=True)
+        v.positive_int("rate_limit.burst_multiplier", self.burst_multiplier, maximum=1000)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.rps or self.connections)
+
+
+@dataclass(frozen=True)
+class Cors:
+    allow_origins: tuple[str, ...] = ("*",)
+    allow_methods: tuple[str, ...] = ("GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
+    allow_headers: tuple[str, ...] = (
+        "DNT", "Keep-Alive", "User-Agent", "X-Requested-With", "If-Modified-Since",
+        "Cache-Control", "Content-Type", "Range", "Authorization",
+    )
+    expose_headers: tuple[str, ...] = ()
+    allow_credentials: bool = True
+    max_age: int = 1728000
+
+    def __post_init__(self) -> None:
+        origins = tuple(sorted({v.cors_origin("cors.allow_origins", o) for o in self.allow_origins}))
+        if not origins:
+            raise v.ValidationError("cors.allow_origins", self.allow_origins, "must not be empty")
+        _set(self, "allow_origins", origins)
+        _set(self, "allow_methods", tuple(sorted({v.http_method("cors.allow_methods", m) for m in self.allow_methods})))
+        _set(self, "allow_headers", tuple(sorted({v.header_name("cors.allow_headers", h) for h in self.allow_headers})))
+        _set(self, "expose_headers", tuple(sorted({v.header_name("cors.expose_headers", h) for h in self.expose_headers})))
+        v.positive_int("cors.max_age", self.max_age, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """Answer with a redirect instead of proxying (permanent/temporal-redirect, app-root)."""
+
+    target: str
+    code: int = 302
+
+    def __post_init__(self) -> None:
+        v.redirect_target("redirect.target", self.target)
+        if self.code not in (301, 302, 303, 307, 308):
+            raise v.ValidationError("redirect.code", self.code, "must be one of 301, 302, 303, 307, 308")
+
+
+@dataclass(frozen=True)
+class Location:
+    """One path of one server.
+
+    ``backend`` names a ``Backend``; it may be None only when ``redirect`` is
+    set. ``rewrite_target`` rewrites the URI before proxying, using the
+    location's path as the regex (so REGEX paths give capture groups).
+    ``ssl_redirect`` redirects plain-HTTP requests to HTTPS (ssl-redirect and
+    force-ssl-redirect both end up here; the translator decides when).
+    """
+
+    path: str
+    match: PathMatch = PathMatch.PREFIX
+    backend: str | None = None
+    proxy: ProxySettings = ProxySettings()
+    access: AccessControl = AccessControl()
+    rate_limit: RateLimit = RateLimit()
+    cors: Cors | None = None
+    rewrite_target: str | None = None
+    redirect: Redirect | None = None
+    ssl_redirect: bool = False
+
+    def __post_init__(self) -> None:
+        match = _enum(PathMatch, "location.match", self.match)
+        _set(self, "match", match)
+        where = f"location[{self.path!r}]"
+        if match is PathMatch.REGEX:
+            _checked(where, v.regex, "path", self.path)
+            if not self.path.startswith("/") and not self.path.startswith("^/"):
+                raise v.ValidationError(f"{where}.path", self.path, "a regex path must start with '/'")
+        else:
+            _checked(where, v.path, "path", self.path)
+        if self.backend is None and self.redirect is None:
+            raise v.ValidationError(f"{where}.backend", None, "a location needs a backend or a redirect")
+        if self.backend is not None:
+            _checked(where, v.backend_name, "backend", self.backend)
+        if self.rewrite_target is not None:
+            _checked(where, v.rewrite_target, "rewrite_target", self.rewrite_target)
+
+    @property
+    def sort_key(self) -> tuple:
+        # nginx tries regex locations in order of appearance; like
+        # ingress-nginx, longer paths go first so the most specific wins.
+        order = {PathMatch.EXACT: 0, PathMatch.PREFIX: 1, PathMatch.REGEX: 2}[self.match]
+        return (order, -len(self.path), self.path)
+
+
+# --- servers ----------------------------------------------------------------
+
+
+def prefix_base(path: str) -> str:
+    """The canonical form of a Prefix path: without trailing '/' (except '/')."""
+    stripped = path.rstrip("/")
+    return stripped or "/"
+
+
+@dataclass(frozen=True)
+class Server:
+    """One virtual host.
+
+    ``tls_certificate`` refers to a ``Certificate.id``; certificates are served
+    by Lua per SNI, so changing it needs no reload. ``redirect`` redirects the
+    whole host (e.g. from-to-www) and takes precedence over its locations.
+    """
+
+    hostname: str
+    aliases: tuple[str, ...] = ()
+    tls_certificate: str | None = None
+    locations: tuple[Location, ...] = ()
+    redirect: Redirect | None = None
+
+    def __post_init__(self) -> None:
+        host = v.hostname("server.hostname", self.hostname)
+        _set(self, "hostname", host)
+        where = f"server[{host}]"
+        aliases = {_checked(where, v.hostname, "aliases", a) for a in self.aliases} - {host}
+        _set(self, "aliases", tuple(sorted(aliases)))
+        if self.tls_certificate is not None:
+            _checked(where, v.certificate_id, "tls_certificate", self.tls_certificate)
+        locations = tuple(sorted(self.locations, key=lambda loc: loc.sort_key))
+        seen: set[tuple[PathMatch, str]] = set()
+        for loc in locations:
+            key = (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
+            if key in seen:
+                raise v.ValidationError(f"{where}.locations", loc.path, f"duplicate {loc.match.value} path")
+            seen.add(key)
+        _set(self, "locations", locations)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.hostname, *self.aliases)
+
+
+# --- global settings --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listen:
+    http_port: int = 80
+    https_port: int = 443
+    reuse_port: bool = False
+
+    def __post_init__(self) -> None:
+        v.port("listen.http_port", self.http_port)
+        v.port("listen.https_port", self.https_port)
+
+
+@dataclass(frozen=True)
+class Workers:
+    processes: int | None = None  # None = auto
+    connections: int = 16384
+    shutdown_timeout: int = 240  # seconds old workers get to finish on reload
+    user: str | None = None  # run workers as this user (only when the master is root)
+
+    def __post_init__(self) -> None:
+        if self.processes is not None:
+            v.positive_int("workers.processes", self.processes, maximum=1024)
+        v.positive_int("workers.connections", self.connections, maximum=1_000_000)
+        v.positive_int("workers.shutdown_timeout", self.shutdown_timeout, maximum=86400, allow_zero=True)
+        if self.user is not None:
+            v.cookie_name("workers.user", self.user)  # same alphabet as a POSIX user name
+
+
+@dataclass(frozen=True)
+class Hsts:
+    enabled: bool = True
+    max_age: int = 31536000
+    include_subdomains: bool = True
+    preload: bool = False
+
+    def __post_init__(self) -> None:
+        v.positive_int("hsts.max_age", self.max_age, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class Tls:
+    protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+    ciphers: str = (
+        "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+        "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+    )
+    hsts: Hsts = Hsts()
+    redirect_code: int = 308  # for ssl_redirect locations
+
+    def __post_init__(self) -> None:
+        protocols = tuple(sorted({v.ssl_protocol("tls.protocols", p) for p in self.protocols}))
+        if not protocols:
+            raise v.ValidationError("tls.protocols", self.protocols, "must not be empty")
+        _set(self, "protocols", protocols)
+        v.ssl_ciphers("tls.ciphers", self.ciphers)
+        if self.redirect_code not in (301, 302, 307, 308):
+            raise v.ValidationError("tls.redirect_code", self.redirect_code, "must be 301, 302, 307 or 308")
+
+
+DEFAULT_LOG_FORMAT = (
+    '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" $request_length $request_time '
+    '[$proxy_upstream_name] $upstream_addr $upstream_response_length '
+    "$upstream_response_time $upstream_status $request_id"
+)
+
+
+@dataclass(frozen=True)
+class Logging:
+    format: str = DEFAULT_LOG_FORMAT
+    access_log: bool = True
+    error_level: str = "notice"
+
+    def __post_init__(self) -> None:
+        v.log_format("logging.format", self.format)
+        if self.error_level not in ("debug", "info", "notice", "warn", "error", "crit"):
+            raise v.ValidationError("logging.error_level", self.error_level, "must be an nginx log level")
+
+
+@dataclass(frozen=True)
+class GlobalSettings:
+    """Process-wide nginx settings (ingress-nginx's ConfigMap, grouped)."""
+
+    listen: Listen = Listen()
+    workers: Workers = Workers()
+    logging: Logging = Logging()
+    tls: Tls = Tls()
+    timeouts: Timeouts = Timeouts(connect=5, send=60, read=60)
+    body_size: str = "1m"
+    buffering: bool = False
+    keepalive_timeout: int = 75
+    keepalive_requests: int = 1000
+    upstream_keepalive_connections: int = 320
+    use_forwarded_headers: bool = False
+    server_tokens: bool = False
+
+    def __post_init__(self) -> None:
+        _set(self, "body_size", v.size("body_size", self.body_size))
+        for name in ("connect", "send", "read"):
+            if getattr(self.timeouts, name) is None:
+                raise v.ValidationError(f"timeouts.{name}", None, "global timeouts must be set")
+        v.positive_int("keepalive_timeout", self.keepalive_timeout, maximum=86400, allow_zero=True)
+        v.positive_int("keepalive_requests", self.keepalive_requests)
+        v.positive_int("upstream_keepalive_connections", self.upstream_keepalive_connections, maximum=100_000)
+
+
+# --- the whole ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """Everything the data plane serves.
+
+    ``default_backend`` serves requests no server/location matches (and the
+    catch-all server); None answers them with 404.
+    """
+
+    servers: tuple[Server, ...] = ()
+    backends: tuple[Backend, ...] = ()
+    certificates: tuple[Certificate, ...] = ()
+    settings: GlobalSettings = GlobalSettings()
+    default_backend: str | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "servers", _unique_sorted(self.servers, lambda s: s.hostname, "servers"))
+        _set(self, "backends", _unique_sorted(self.backends, lambda b: b.name, "backends"))
+        _set(self, "certificates", _unique_sorted(self.certificates, lambda c: c.id, "certificates"))
+        names: dict[str, str] = {}
+        for server in self.servers:
+            for name in server.names:
+                if name in names:
+                    raise v.ValidationError(
+                        f"server[{server.hostname}].aliases", name, f"already served by server[{names[name]}]"
+                    )
+                names[name] = server.hostname
+        if self.default_backend is not None:
+            v.backend_name("default_backend", self.default_backend)
+
+    def backend(self, name: str) -> Backend | None:
+        for backend in self.backends:
+            if backend.name == name:
+                return backend
+        return None
+
+
+def _unique_sorted(items: Iterable, key, field_name: str) -> tuple:
+    ordered = sorted(items, key=key)
+    for before, after in zip(ordered, ordered[1:]):
+        if key(before) == key(after):
+            if before == after:
+                continue
+            raise v.ValidationError(field_name, key(after), "two different entries share this name")
+    deduped = []
+    for item in ordered:
+        if not deduped or key(deduped[-1]) != key(item):
+            deduped.append(item)
+    return tuple(deduped)

@@ -1,0 +1,329 @@
+"""Process adapter for one nginx master: start, test, swap, reload, stop.
+
+This is the only module that runs the nginx binary or signals its processes.
+It knows nothing about the model; it deals in files and pids.
+
+Guarantees:
+
+* ``install`` replaces the live configuration file atomically (``os.replace``
+  of a candidate in the same directory), so nginx never reads half a file.
+* ``reload`` returns only once nginx runs workers that were not there before
+  the SIGHUP and every previous worker is shutting down; otherwise it raises
+  ``ReloadError`` (nginx keeps running the old configuration in that case).
+* ``start`` clears what a crashed master leaves behind (orphaned workers
+  still holding the listening sockets, the stale unix socket file) first.
+
+Worker processes are told apart by their process title ("nginx: worker
+process", "... is shutting down") read from /proc, which is how nginx itself
+reports the state of a worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformd.common.clock import REAL_CLOCK, Clock
+
+__all__ = ["ConfigTestError", "NginxError", "NginxFiles", "NginxProcess", "ReloadError", "StartError"]
+
+NGINX_BINARY = "/usr/sbin/nginx"
+
+
+class NginxError(Exception):
+    """Base class of everything this adapter raises."""
+
+
+class ConfigTestError(NginxError):
+    """``nginx -t`` refused a configuration; ``output`` holds what it said."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__(f"nginx -t failed: {output.strip()}")
+        self.output = output
+
+
+class ReloadError(NginxError):
+    """The master did not replace its workers after SIGHUP."""
+
+
+class StartError(NginxError):
+    """The master did not come up (or died right away)."""
+
+
+@dataclass(frozen=True)
+class NginxFiles:
+    """The files of one nginx instance, all under ``state_dir``."""
+
+    state_dir: Path
+
+    @property
+    def conf(self) -> Path:
+        return self.state_dir / "nginx.conf"
+
+    @property
+    def candidate(self) -> Path:
+        return self.state_dir / "nginx.conf.candidate"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "nginx.pid"
+
+    @property
+    def error_log(self) -> Path:
+        return self.state_dir / "logs" / "error.log"
+
+    @property
+    def socket(self) -> Path:
+        return self.state_dir / "nginx-config.sock"
+
+    def prepare(self) -> None:
+        for sub in ("logs", "tmp"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+
+
+def _title(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\x00", b" ").decode(errors="replace").strip()
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may contain spaces.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie is gone for our purposes
+        return None
+    return int(fields[1])
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _ppid(int(entry)) == pid:
+            children.append(int(entry))
+    return children
+
+
+def _alive(pid: int) -> bool:
+    return _ppid(pid) is not None
+
+
+class NginxProcess:
+    """One nginx master, started either in the foreground (``daemon off``,
+    a child of this process, as under supervisord or in tests) or as a
+    daemon (found through its pid file)."""
+
+    def __init__(
+        self,
+        files: NginxFiles,
+        binary: str = NGINX_BINARY,
+        clock: Clock = REAL_CLOCK,
+        foreground: bool = True,
+    ) -> None:
+        self.files = files
+        self.binary = binary
+        self.clock = clock
+        self.foreground = foreground
+        self._popen: subprocess.Popen | None = None
+        self._known_workers: set[int] = set()
+
+    # --- queries --------------------------------------------------------
+
+    def master_pid(self) -> int | None:
+        """The pid of the running master, or None when nginx is not running."""
+        if self._popen is not None:
+            if self._popen.poll() is None:
+                return self._popen.pid
+            self._popen = None
+        try:
+            pid = int(self.files.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) and _title(pid).startswith("nginx: master") else None
+
+    def worker_pids(self, *, shutting_down: bool = False) -> set[int]:
+        """Workers of the current master; with ``shutting_down`` the old ones."""
+        master = self.master_pid()
+        if master is None:
+            return set()
+        wanted = "nginx: worker process is shutting down" if shutting_down else "nginx: worker process"
+        return {pid for pid in _children(master) if _title(pid) == wanted}
+
+    # --- verbs ----------------------------------------------------------
+
+    def test_config(self, path: Path | None = None) -> None:
+        """Run ``nginx -t`` on ``path`` (default: the live file)."""
+        conf = path or self.files.conf
+        result = subprocess.run(
+            [self.binary, "-t", "-q", "-p", str(self.files.state_dir), "-c", str(conf), "-e", str(self.files.error_log)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if result.returncode != 0:
+            raise ConfigTestError(result.stderr or result.stdout)
+
+    def install(self, text: str) -> None:
+        """Make ``text`` the live configuration: write a candidate, test it, swap it in.
+
+        Raises ``ConfigTestError`` and leaves the live file untouched when
+        nginx refuses the candidate.
+        """
+        candidate = self.files.candidate
+        candidate.write_text(text)
+        try:
+            self.test_config(candidate)
+        except NginxError:
+            candidate.unlink(missing_ok=True)
+            raise
+        os.replace(candidate, self.files.conf)
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Start the master on the live configuration; returns its pid once workers run."""
+        if self.master_pid() is not None:
+            raise StartError("nginx is already running")
+        self.files.prepare()
+        self._clear_leftovers()
+        args = [self.binary, "-p", str(self.files.state_dir), "-c", str(self.files.conf), "-e", str(self.files.error_log)]
+        if self.foreground:
+            self._popen = subprocess.Popen(
+                [*args, "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+        else:
+            result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            if result.returncode != 0:
+                raise StartError(f"nginx failed to start: {result.stderr.strip()}")
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
+            if self._popen is not None and self._popen.poll() is not None:
+                self._popen = None
+                raise StartError(f"nginx exited at start-up; see {self.files.error_log}: {self._log_tail()}")
+            master = self.master_pid()
+            if master is not None and self.worker_pids():
+                self._known_workers = self.worker_pids()
+                return master
+            self.clock.sleep(0.01)
+        raise StartError(f"nginx did not start within {timeout}s: {self._log_tail()}")
+
+    def reload(self, timeout: float = 10.0) -> set[int]:
+        """SIGHUP the master and wait until new workers replace the old ones.
+
+        Returns the new worker pids. nginx re-reads the file itself; when it
+        cannot apply it (e.g. a port it cannot bind) it logs the error and
+        keeps the old workers, which we detect and report as ``ReloadError``.
+        """
+        master = self.master_pid()
+        if master is None:
+            raise ReloadError("nginx is not running")
+        before = self.worker_pids()
+        os.kill(master, signal.SIGHUP)
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
+            current = self.worker_pids()
+            if current and not (current & before):
+                self._known_workers = current
+                return current
+            if self.master_pid() != master:
+                raise ReloadError("nginx master exited during reload")
+            self.clock.sleep(0.005)
+        raise ReloadError(f"nginx did not replace its workers within {timeout}s: {self._log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Graceful stop (SIGQUIT), then SIGKILL for the master and its workers."""
+        master = self.master_pid()
+        if master is None:
+            self._clear_leftovers()
+            return
+        workers = set(_children(master))
+        os.kill(master, signal.SIGQUIT)
+        if not self._wait_gone({master}, timeout):
+            for pid in {master, *workers}:
+                _kill(pid, signal.SIGKILL)
+        if self._popen is not None:
+            self._popen.wait(timeout=5)
+            self._popen = None
+        self._clear_leftovers()
+
+    def kill_master(self) -> int:
+        """SIGKILL the master only, as a crash would (for tests and chaos)."""
+        master = self.master_pid()
+        if master is None:
+            raise NginxError("nginx is not running")
+        self._known_workers |= self.worker_pids()
+        os.kill(master, signal.SIGKILL)
+        if self._popen is not None:
+            self._popen.wait(timeout=5)
+            self._popen = None
+        return master
+
+    # --- internals ------------------------------------------------------
+
+    def _clear_leftovers(self) -> None:
+        """Workers orphaned by a crashed master keep the listening sockets
+        (and serve with stale state); ask them to quit, then insist."""
+        orphans = {pid for pid in self._known_workers if _title(pid).startswith("nginx: worker process")}
+        for pid in orphans:
+            _kill(pid, signal.SIGQUIT)
+        if orphans and not self._wait_gone(orphans, 2.0):
+            for pid in orphans:
+                _kill(pid, signal.SIGKILL)
+            self._wait_gone(orphans, 2.0)
+        self._known_workers = set()
+        # nginx removes its unix socket on a clean exit only; a stale one
+        # would make bind() fail with "Address already in use".
+        self.files.socket.unlink(missing_ok=True)
+
+    def _wait_gone(self, pids: set[int], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(_alive(pid) for pid in pids):
+                return True
+            time.sleep(0.01)
+        return False
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.files.error_log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def ensure_default_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed fallback certificate in ``directory`` (made once with openssl).
+
+    nginx needs *some* certificate on the https listener; Lua replaces it per
+    SNI name, and unknown names get this one (like ingress-nginx's "Fake
+    Certificate").
+    """
+    cert, key = directory / "default.crt", directory / "default.key"
+    if cert.exists() and key.exists():
+        return cert, key
+    directory.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "3650", "-subj", "/CN=platform-default-certificate",
+         "-addext", "subjectAltName=DNS:platform-default-certificate"],
+        capture_output=True, text=True, timeout=60,
+    )
+    if result.returncode != 0:
+        raise NginxError(f"openssl could not create the default certificate: {result.stderr.strip()}")
+    key.chmod(0o600)
+    return cert, key

@@ -1,0 +1,384 @@
+"""Validators and escapers for every value that reaches nginx.conf or Lua.
+
+Contract: each validator takes ``(field, value)``, returns the value in its
+normal form, or raises ``ValidationError`` naming the field. Nothing here
+guesses or silently defaults: a value is either known-safe or rejected.
+
+The rules are deliberately narrower than what nginx would accept. A user value
+ends up inside a double-quoted nginx token (see ``quote``); the validators make
+sure it cannot close that token (quotes, backslashes, control characters),
+start a new directive (``;``, ``{``, ``}``), or expand an nginx variable
+(``$name``), which is how Lua or other directives were smuggled into
+ingress-nginx configurations (CVE-2025-1974 and friends). Regexes keep ``$`` as
+an end anchor and ``{m,n}`` as a quantifier, since those are literal inside a
+quoted regex token and never interpolated.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+__all__ = [
+    "ValidationError",
+    "backend_name",
+    "certificate_id",
+    "cidr",
+    "cookie_name",
+    "cookie_path",
+    "cors_origin",
+    "header_name",
+    "header_pattern",
+    "header_value",
+    "hostname",
+    "http_method",
+    "ip_address",
+    "log_format",
+    "path",
+    "pem_bundle",
+    "port",
+    "positive_int",
+    "quote",
+    "redirect_target",
+    "regex",
+    "rewrite_target",
+    "samesite",
+    "size",
+    "ssl_ciphers",
+    "ssl_protocol",
+    "upstream_hash_by",
+    "upstream_vhost",
+]
+
+
+class ValidationError(ValueError):
+    """A user-derived value that may not be rendered.
+
+    ``field`` names where it came from (as precise as the caller knows, e.g.
+    ``server[example.com].location[/api].rewrite_target``), ``value`` is the
+    offending value and ``reason`` says what rule it broke.
+    """
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        super().__init__(f"{field}: {reason} (got {value!r})")
+        self.field = field
+        self.value = value
+        self.reason = reason
+
+    def within(self, prefix: str) -> "ValidationError":
+        """The same error with its field qualified by an outer field name."""
+        return ValidationError(f"{prefix}.{self.field}", self.value, self.reason)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?:\*\.)?{_LABEL}(?:\.{_LABEL})*$")
+_EXACT_HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+_BACKEND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_CERT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$")
+# RFC 3986 path characters, minus ';' (directive separator), quotes and '$'.
+_PATH = re.compile(r"^/[A-Za-z0-9._~!&()*+,=:@%/-]*$")
+_URL_TAIL = r"[A-Za-z0-9._~!&()*+,=:@%/?#-]*"
+_REDIRECT = re.compile(
+    rf"^(?:https?://{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?(?:/{_URL_TAIL})?|/{_URL_TAIL})$"
+)
+# Rewrite targets may reference capture groups ($1..$9) and nothing else.
+_REWRITE = re.compile(
+    rf"^(?:https?://{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?)?/(?:[A-Za-z0-9._~!&()*+,=:@%/?#-]|\$[0-9])*$"
+)
+_HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_COOKIE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_COOKIE_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+_HEADER_VALUE = re.compile(r"^[\x20-\x7e]{0,256}$")
+_SIZE = re.compile(r"^[0-9]{1,12}[kKmMgG]?$")
+_CIPHERS = re.compile(r"^[A-Za-z0-9:+!@._-]{1,2048}$")
+_SSL_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+_METHOD = re.compile(r"^[A-Z]{1,20}$")
+_NGINX_VAR = re.compile(r"^(?:\$[a-z_][a-z0-9_]{0,63})+$")
+_LOG_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?")
+_ORIGIN = re.compile(rf"^https?://(?:\*\.)?{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?$")
+# Inside a regex, '$' is an anchor; reject it only where nginx could read it
+# as a variable in other contexts ($name, ${name}), to stay on the safe side.
+_REGEX_VAR = re.compile(r"\$[A-Za-z_{]")
+_PCRE_NAMED_GROUP = re.compile(r"\(\?<(?=[A-Za-z_])")
+_QUANTIFIER = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
+
+
+def _require_str(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, value, "must be a string")
+    return value
+
+
+def _no_control(field: str, value: str) -> None:
+    if _CONTROL.search(value):
+        raise ValidationError(field, value, "contains control characters (newline, tab, NUL...)")
+
+
+def hostname(field: str, value: object, *, wildcard: bool = True) -> str:
+    """A DNS name, lower-cased; ``*.example.com`` when ``wildcard``."""
+    text = _require_str(field, value)
+    _no_control(field, text)
+    text = text.lower()
+    pattern = _HOSTNAME if wildcard else _EXACT_HOSTNAME
+    if len(text) > 253 or not pattern.fullmatch(text):
+        kind = "a DNS name (optionally *.suffix)" if wildcard else "a DNS name"
+        raise ValidationError(field, value, f"must be {kind}")
+    return text
+
+
+def upstream_vhost(field: str, value: object) -> str:
+    """A Host header value for the upstream: DNS name with optional port."""
+    text = _require_str(field, value)
+    name, sep, port_text = text.partition(":")
+    hostname(field, name, wildcard=False)
+    if sep:
+        if not port_text.isdigit():
+            raise ValidationError(field, value, "port must be numeric")
+        port(field, int(port_text))
+    return text.lower()
+
+
+def backend_name(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if not _BACKEND.fullmatch(text):
+        raise ValidationError(field, value, "must be letters, digits, '.', '_' or '-' (max 253)")
+    return text
+
+
+def certificate_id(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if not _CERT_ID.fullmatch(text):
+        raise ValidationError(field, value, "must be letters, digits, '.', '_', '/' or '-'")
+    return text
+
+
+def path(field: str, value: object) -> str:
+    """A literal URL path (Exact and Prefix matches, app-root)."""
+    text = _require_str(field, value)
+    _no_control(field, text)
+    if len(text) > 1024 or not _PATH.fullmatch(text):
+        raise ValidationError(
+            field, value, "must start with '/' and use only URL path characters (no ; $ { } quotes or spaces)"
+        )
+    return text
+
+
+def regex(field: str, value: object) -> str:
+    """A PCRE pattern for a location, rewrite or ``if`` match.
+
+    Accepts what ingress-nginx users write (``/foo(/|$)(.*)``); rejects
+    anything that could leave the quoted token or name a variable.
+    """
+    text = _require_str(field, value)
+    _no_control(field, text)
+    if not text or len(text) > 1024:
+        raise ValidationError(field, value, "must be 1-1024 characters")
+    for bad in ('"', "'", ";", "`", " "):
+        if bad in text:
+            raise ValidationError(field, value, f"may not contain {bad!r}")
+    if _REGEX_VAR.search(text):
+        raise ValidationError(field, value, "'$' may only be an end anchor, not a variable")
+    if "{" in text or "}" in text:
+        if "{" in _QUANTIFIER.sub("", text) or "}" in _QUANTIFIER.sub("", text):
+            raise ValidationError(field, value, "braces are only allowed as {m,n} quantifiers")
+    if text.endswith("\\") and not text.endswith("\\\\"):
+        raise ValidationError(field, value, "may not end with a lone backslash")
+    try:
+        # PCRE also spells named groups (?<name>...); Python only (?P<name>...).
+        re.compile(_PCRE_NAMED_GROUP.sub("(?P<", text))
+    except re.error as exc:
+        raise ValidationError(field, value, f"is not a valid regular expression: {exc}") from None
+    return text
+
+
+def header_pattern(field: str, value: object) -> str:
+    """A regex evaluated by Lua only (canary header pattern)."""
+    text = _require_str(field, value)
+    _no_control(field, text)
+    if len(text) > 512:
+        raise ValidationError(field, value, "must be at most 512 characters")
+    try:
+        re.compile(_PCRE_NAMED_GROUP.sub("(?P<", text))
+    except re.error as exc:
+        raise ValidationError(field, value, f"is not a valid regular expression: {exc}") from None
+    return text
+
+
+def redirect_target(field: str, value: object) -> str:
+    """An absolute http(s) URL or an absolute path; no variables."""
+    text = _require_str(field, value)
+    _no_control(field, text)
+    if len(text) > 2048 or not _REDIRECT.fullmatch(text):
+        raise ValidationError(
+            field, value, "must be an http(s) URL or a path starting with '/' (no spaces, quotes, ; $ { })"
+        )
+    return text
+
+
+def rewrite_target(field: str, value: object) -> str:
+    """Like a redirect target, but may use capture groups ``$1``..``$9``."""
+    text = _require_str(field, value)
+    _no_control(field, text)
+    if len(text) > 2048 or not _REWRITE.fullmatch(text):
+        raise ValidationError(
+            field, value, "must be a path or http(s) URL; '$' only as a capture group $0-$9"
+        )
+    return text
+
+
+def cidr(field: str, value: object) -> str:
+    """An IPv4/IPv6 address or network, returned in canonical form."""
+    text = _require_str(field, value).strip()
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise ValidationError(field, value, "must be an IP address or CIDR") from None
+
+
+def ip_address(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValidationError(field, value, "must be an IP address") from None
+
+
+def port(field: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        raise ValidationError(field, value, "must be a port number 1-65535")
+    return value
+
+
+def positive_int(field: str, value: object, *, maximum: int = 2**31 - 1, allow_zero: bool = False) -> int:
+    low = 0 if allow_zero else 1
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= maximum:
+        raise ValidationError(field, value, f"must be an integer {low}-{maximum}")
+    return value
+
+
+def size(field: str, value: object) -> str:
+    """An nginx size: digits with an optional k/m/g suffix (``0`` = unlimited)."""
+    text = _require_str(field, value)
+    if not _SIZE.fullmatch(text):
+        raise ValidationError(field, value, "must be a size like 1m, 512k or 1048576")
+    return text.lower()
+
+
+def header_name(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if not _HEADER.fullmatch(text):
+        raise ValidationError(field, value, "must be a header name (letters, digits, '-', '_')")
+    return text
+
+
+def header_value(field: str, value: object) -> str:
+    """A header value compared by Lua; printable ASCII only."""
+    text = _require_str(field, value)
+    if not _HEADER_VALUE.fullmatch(text):
+        raise ValidationError(field, value, "must be printable ASCII, at most 256 characters")
+    return text
+
+
+def cookie_name(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if not _COOKIE.fullmatch(text):
+        raise ValidationError(field, value, "must be a cookie name (letters, digits, '.', '_', '-')")
+    return text
+
+
+def cookie_path(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if not _COOKIE_PATH.fullmatch(text):
+        raise ValidationError(field, value, "must be a path of letters, digits and . _ ~ / -")
+    return text
+
+
+def samesite(field: str, value: object) -> str:
+    if value not in ("", "None", "Lax", "Strict"):
+        raise ValidationError(field, value, "must be one of None, Lax, Strict or empty")
+    return str(value)
+
+
+def upstream_hash_by(field: str, value: object) -> str:
+    """nginx variables only (``$request_uri``, ``$host$request_uri``), read by Lua."""
+    text = _require_str(field, value)
+    if text and not _NGINX_VAR.fullmatch(text):
+        raise ValidationError(field, value, "must be one or more nginx variables like $request_uri")
+    return text
+
+
+def cors_origin(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if text != "*" and not _ORIGIN.fullmatch(text.lower()):
+        raise ValidationError(field, value, "must be '*' or an origin like https://example.com[:port]")
+    return text if text == "*" else text.lower()
+
+
+def http_method(field: str, value: object) -> str:
+    text = _require_str(field, value).upper()
+    if not _METHOD.fullmatch(text):
+        raise ValidationError(field, value, "must be an HTTP method name")
+    return text
+
+
+def ssl_protocol(field: str, value: object) -> str:
+    if value not in _SSL_PROTOCOLS:
+        raise ValidationError(field, value, f"must be one of {', '.join(_SSL_PROTOCOLS)}")
+    return str(value)
+
+
+def ssl_ciphers(field: str, value: object) -> str:
+    text = _require_str(field, value)
+    if not _CIPHERS.fullmatch(text):
+        raise ValidationError(field, value, "must be an OpenSSL cipher list (letters, digits, : + ! @ . _ -)")
+    return text
+
+
+def log_format(field: str, value: object) -> str:
+    """An access log format: text plus ``$variable`` references.
+
+    Quotes are allowed (they are escaped by ``quote``); ``${...}``, bare
+    ``$``, backslashes and control characters are not.
+    """
+    text = _require_str(field, value)
+    _no_control(field, text)
+    if not text or len(text) > 4096:
+        raise ValidationError(field, value, "must be 1-4096 characters")
+    if "\\" in text or "{" in text or "}" in text:
+        raise ValidationError(field, value, "may not contain backslashes or braces")
+    for match in _LOG_VAR.finditer(text):
+        if match.group(1) is None:
+            raise ValidationError(field, value, "'$' must start a variable name")
+    return text
+
+
+def pem_bundle(field: str, cert_pem: object, key_pem: object) -> tuple[str, str]:
+    """A PEM certificate chain and its private key (content checked by Lua/OpenSSL)."""
+    cert = _require_str(f"{field}.cert_pem", cert_pem)
+    key = _require_str(f"{field}.key_pem", key_pem)
+    if "-----BEGIN CERTIFICATE-----" not in cert or "-----END CERTIFICATE-----" not in cert:
+        raise ValidationError(f"{field}.cert_pem", "<pem>", "must contain a PEM CERTIFICATE block")
+    if not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", key):
+        raise ValidationError(f"{field}.key_pem", "<redacted>", "must contain a PEM PRIVATE KEY block")
+    return cert, key
+
+
+# Characters that must never appear in a quoted token, whatever its validator
+# allowed: they would end the token or the directive.
+_NEVER_IN_TOKEN = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def quote(value: str, *, allow_variables: bool = False) -> str:
+    """Render an already-validated value as one double-quoted nginx token.
+
+    Backslashes and double quotes are escaped so the token round-trips through
+    nginx's parser exactly. ``allow_variables`` is only for values built by us
+    from nginx variables or validated regexes; for anything else a ``$``
+    followed by a name is refused here as a second line of defence.
+    """
+    if _NEVER_IN_TOKEN.search(value):
+        raise ValidationError("quote", value, "control characters may not be rendered")
+    if not allow_variables and _REGEX_VAR.search(value):
+        raise ValidationError("quote", value, "nginx variables may not be rendered from user values")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,361 @@
+"""Model → view model: everything the template prints, already escaped.
+
+The template only loops and prints; every decision (which nginx location
+modifiers express a Kubernetes path type, which directive family a backend
+protocol uses, whether a default applies) is taken here, in pure functions.
+
+Every string in a view object is either a constant chosen by this module or
+a user value that went through its validator and ``validate.quote``. Tokens
+that are already quoted carry a ``_q`` suffix in their field name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformd.ingress import validate as v
+from platformd.ingress.model import (
+    BackendProtocol,
+    Configuration,
+    Cors,
+    GlobalSettings,
+    Location,
+    PathMatch,
+    Server,
+    prefix_base,
+)
+
+__all__ = ["RuntimePaths", "NginxView", "ServerView", "LocationView", "build"]
+
+
+@dataclass(frozen=True)
+class RuntimePaths:
+    """Where this nginx keeps its files. Chosen by us, never by users."""
+
+    state_dir: Path
+    lua_dir: Path
+    default_cert: Path
+    default_key: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.state_dir / "nginx-config.sock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "nginx.pid"
+
+    @property
+    def error_log(self) -> Path:
+        return self.state_dir / "logs" / "error.log"
+
+    @property
+    def access_log(self) -> Path:
+        return self.state_dir / "logs" / "access.log"
+
+    @property
+    def temp_dir(self) -> Path:
+        return self.state_dir / "tmp"
+
+
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@=,-]*$")
+# sun_path is 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+def _file_path(field: str, path: Path) -> str:
+    text = str(path)
+    if not _SAFE_PATH.match(text):
+        raise v.ValidationError(field, text, "runtime paths must be absolute and plain (letters, digits, . _ / + @ = , -)")
+    return v.quote(text)
+
+
+@dataclass(frozen=True)
+class LocationView:
+    match_q: str  # the arguments of `location`, e.g. '= "/api"' or '~* "^/v[0-9]+"'
+    upstream_name_q: str
+    proxy: bool  # False: answered by nginx itself (redirect)
+    module: str  # "proxy" or "grpc": prefix of the pass/timeout directives
+    pass_url: str  # upstream_balancer URL with scheme
+    return_line: str | None  # e.g. '302 "https://example.com/"'
+    ssl_redirect: str | None  # arguments of `return` for plain-HTTP requests
+    rewrite: str | None  # arguments of `rewrite`
+    access: tuple[str, ...]  # "allow 10.0.0.0/8", "deny all"
+    limit_req: str | None
+    limit_conn: str | None
+    connect_timeout: int
+    send_timeout: int
+    read_timeout: int
+    body_size: str
+    buffering: str  # "on" / "off"
+    host_header: str  # quoted value or the variable $host
+    cors: "CorsView | None"
+    hsts: bool
+
+
+@dataclass(frozen=True)
+class CorsView:
+    origin_regex_q: str | None  # None: any origin ("*")
+    methods_q: str
+    headers_q: str
+    expose_q: str | None
+    credentials: bool
+    max_age: int
+
+
+@dataclass(frozen=True)
+class ServerView:
+    names_q: tuple[str, ...]
+    redirect: str | None
+    locations: tuple[LocationView, ...]
+
+
+@dataclass(frozen=True)
+class LimitZone:
+    directive: str  # limit_req_zone / limit_conn_zone
+    args: str
+
+
+@dataclass(frozen=True)
+class NginxView:
+    worker_processes: str
+    worker_connections: int
+    worker_shutdown_timeout: int
+    worker_user: str | None
+    pid_q: str
+    error_log_q: str
+    error_level: str
+    lua_package_path_q: str
+    temp_dir_q: dict[str, str]
+    access_log_q: str | None
+    log_format_q: str
+    server_tokens: str
+    keepalive_timeout: int
+    keepalive_requests: int
+    upstream_keepalive: int
+    forwarded_headers: bool
+    ssl_protocols: str
+    ssl_ciphers_q: str
+    default_cert_q: str
+    default_key_q: str
+    http_port: int
+    https_port: int
+    reuse_port: bool
+    socket_q: str
+    hsts_q: str | None  # Strict-Transport-Security value, sent on https only
+    limit_zones: tuple[LimitZone, ...]
+    servers: tuple[ServerView, ...]
+    default_location: LocationView
+
+
+def build(config: Configuration, paths: RuntimePaths) -> NginxView:
+    """The view model for ``config``; raises ValidationError on a bad value."""
+    settings = config.settings
+    socket = str(paths.socket)
+    if len(socket.encode()) > MAX_SOCKET_PATH:
+        raise v.ValidationError("state_dir", socket, f"unix socket path longer than {MAX_SOCKET_PATH} bytes")
+    zones: list[LimitZone] = []
+    servers = tuple(_server(server, settings, zones) for server in config.servers)
+    default_location = _default_location(config, settings)
+    temp = {name: _file_path("temp_dir", paths.temp_dir / name) for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    return NginxView(
+        worker_processes=str(settings.workers.processes or "auto"),
+        worker_connections=settings.workers.connections,
+        worker_shutdown_timeout=settings.workers.shutdown_timeout,
+        worker_user=settings.workers.user,
+        pid_q=_file_path("pid", paths.pid_file),
+        error_log_q=_file_path("error_log", paths.error_log),
+        error_level=settings.logging.error_level,
+        lua_package_path_q=v.quote(
+            f"{_file_path('lua_dir', paths.lua_dir)[1:-1]}/?.lua;{_file_path('lua_dir', paths.lua_dir)[1:-1]}/?/init.lua;;"
+        ),
+        temp_dir_q=temp,
+        access_log_q=_file_path("access_log", paths.access_log) if settings.logging.access_log else None,
+        log_format_q=v.quote(v.log_format("logging.format", settings.logging.format), allow_variables=True),
+        server_tokens="on" if settings.server_tokens else "off",
+        keepalive_timeout=settings.keepalive_timeout,
+        keepalive_requests=settings.keepalive_requests,
+        upstream_keepalive=settings.upstream_keepalive_connections,
+        forwarded_headers=settings.use_forwarded_headers,
+        ssl_protocols=" ".join(settings.tls.protocols),
+        ssl_ciphers_q=v.quote(settings.tls.ciphers),
+        default_cert_q=_file_path("default_cert", paths.default_cert),
+        default_key_q=_file_path("default_key", paths.default_key),
+        http_port=settings.listen.http_port,
+        https_port=settings.listen.https_port,
+        reuse_port=settings.listen.reuse_port,
+        socket_q=v.quote("unix:" + _file_path("socket", paths.socket)[1:-1]),
+        hsts_q=_hsts(settings),
+        limit_zones=tuple(zones),
+        servers=servers,
+        default_location=default_location,
+    )
+
+
+def _server(server: Server, settings: GlobalSettings, zones: list[LimitZone]) -> ServerView:
+    where = f"server[{server.hostname}]"
+    names = tuple(v.quote(v.hostname(f"{where}.names", n)) for n in server.names)
+    redirect = None
+    if server.redirect is not None:
+        redirect = f"{server.redirect.code} {v.quote(v.redirect_target(f'{where}.redirect', server.redirect.target))}"
+    exact_paths = {loc.path for loc in server.locations if loc.match is PathMatch.EXACT}
+    locations: list[LocationView] = []
+    for loc in server.locations:
+        try:
+            for match_q in _location_matches(loc, exact_paths):
+                locations.append(_location(loc, match_q, server.hostname, settings, zones))
+        except v.ValidationError as exc:
+            raise exc.within(f"{where}.location[{loc.path}]") from None
+    return ServerView(names_q=names, redirect=redirect, locations=tuple(locations))
+
+
+def _location_matches(loc: Location, exact_paths: set[str]) -> tuple[str, ...]:
+    """nginx `location` arguments expressing the Kubernetes path semantics.
+
+    Prefix ``/foo`` must match ``/foo`` and ``/foo/...`` but not ``/foobar``,
+    so it becomes ``= /foo`` plus ``/foo/``; an Exact path of the same name
+    wins over the Prefix one (Kubernetes: Exact beats Prefix), so the ``=``
+    half is left out then.
+    """
+    if loc.match is PathMatch.EXACT:
+        return ("= " + v.quote(v.path("path", loc.path)),)
+    if loc.match is PathMatch.REGEX:
+        pattern = v.regex("path", loc.path)
+        anchored = pattern if pattern.startswith("^") else "^" + pattern
+        return ("~* " + v.quote(anchored, allow_variables=True),)
+    base = prefix_base(v.path("path", loc.path))
+    if base == "/":
+        return (v.quote("/"),)
+    matches = [v.quote(base + "/")]
+    if base not in exact_paths:
+        matches.insert(0, "= " + v.quote(base))
+    return tuple(matches)
+
+
+_PASS = {
+    BackendProtocol.HTTP: ("proxy", "http://upstream_balancer"),
+    BackendProtocol.HTTPS: ("proxy", "https://upstream_balancer"),
+    BackendProtocol.GRPC: ("grpc", "grpc://upstream_balancer"),
+    BackendProtocol.GRPCS: ("grpc", "grpcs://upstream_balancer"),
+}
+
+
+def _zone_name(kind: str, host: str, path: str) -> str:
+    digest = hashlib.sha256(f"{host}\x00{path}".encode()).hexdigest()[:16]
+    return f"{kind}_{digest}"
+
+
+def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, zones: list[LimitZone]) -> LocationView:
+    module, pass_url = _PASS[loc.proxy.protocol]
+    timeouts = loc.proxy.timeouts
+    limit_req = limit_conn = None
+    if loc.rate_limit.rps:
+        name = _zone_name("rps", host, loc.path)
+        zone = LimitZone("limit_req_zone", f"$binary_remote_addr zone={name}:5m rate={loc.rate_limit.rps}r/s")
+        if zone not in zones:
+            zones.append(zone)
+        limit_req = f"zone={name} burst={loc.rate_limit.rps * loc.rate_limit.burst_multiplier} nodelay"
+    if loc.rate_limit.connections:
+        name = _zone_name("conn", host, loc.path)
+        zone = LimitZone("limit_conn_zone", f"$binary_remote_addr zone={name}:5m")
+        if zone not in zones:
+            zones.append(zone)
+        limit_conn = f"{name} {loc.rate_limit.connections}"
+    return LocationView(
+        match_q=match_q,
+        upstream_name_q=v.quote(v.backend_name("backend", loc.backend or "redirect")),
+        proxy=loc.redirect is None,
+        module=module,
+        pass_url=pass_url,
+        return_line=(
+            f"{loc.redirect.code} {v.quote(v.redirect_target('redirect.target', loc.redirect.target))}"
+            if loc.redirect is not None
+            else None
+        ),
+        ssl_redirect=_ssl_redirect(settings) if loc.ssl_redirect else None,
+        rewrite=_rewrite(loc),
+        access=_access(loc),
+        limit_req=limit_req,
+        limit_conn=limit_conn,
+        connect_timeout=timeouts.connect or settings.timeouts.connect,
+        send_timeout=timeouts.send or settings.timeouts.send,
+        read_timeout=timeouts.read or settings.timeouts.read,
+        body_size=v.size("proxy.body_size", loc.proxy.body_size or settings.body_size),
+        buffering="on" if (settings.buffering if loc.proxy.buffering is None else loc.proxy.buffering) else "off",
+        host_header=(
+            v.quote(v.upstream_vhost("proxy.upstream_vhost", loc.proxy.upstream_vhost))
+            if loc.proxy.upstream_vhost
+            else "$host"
+        ),
+        cors=_cors(loc.cors) if loc.cors is not None else None,
+        hsts=settings.tls.hsts.enabled,
+    )
+
+
+def _ssl_redirect(settings: GlobalSettings) -> str:
+    port = settings.listen.https_port
+    authority = "$host" if port == 443 else f"$host:{port}"
+    return f"{settings.tls.redirect_code} https://{authority}$request_uri"
+
+
+def _rewrite(loc: Location) -> str | None:
+    if loc.rewrite_target is None:
+        return None
+    target = v.rewrite_target("rewrite_target", loc.rewrite_target)
+    if loc.match is PathMatch.REGEX:
+        pattern = v.regex("path", loc.path)
+        pattern = pattern if pattern.startswith("^") else "^" + pattern
+        pattern = "(?i)" + pattern
+    else:
+        pattern = "^" + re.escape(v.path("path", loc.path))
+    # `break`: rewrite in place and keep proxying from this location.
+    return f"{v.quote(pattern, allow_variables=True)} {v.quote(target, allow_variables=True)} break"
+
+
+def _access(loc: Location) -> tuple[str, ...]:
+    lines = [f"deny {v.cidr('access.deny', c)}" for c in loc.access.deny]
+    lines += [f"allow {v.cidr('access.allow', c)}" for c in loc.access.allow]
+    if loc.access.allow:
+        lines.append("deny all")
+    return tuple(lines)
+
+
+def _cors(cors: Cors) -> CorsView:
+    origins = [v.cors_origin("cors.allow_origins", o) for o in cors.allow_origins]
+    origin_regex_q = None
+    if "*" not in origins:
+        alternatives = "|".join(re.escape(o).replace(r"\*", "[A-Za-z0-9-]+") for o in origins)
+        origin_regex_q = v.quote(f"^(?:{alternatives})$", allow_variables=True)
+    return CorsView(
+        origin_regex_q=origin_regex_q,
+        methods_q=v.quote(", ".join(cors.allow_methods)),
+        headers_q=v.quote(", ".join(cors.allow_headers)),
+        expose_q=v.quote(", ".join(cors.expose_headers)) if cors.expose_headers else None,
+        credentials=cors.allow_credentials,
+        max_age=cors.max_age,
+    )
+
+
+def _hsts(settings: GlobalSettings) -> str | None:
+    hsts = settings.tls.hsts
+    if not hsts.enabled:
+        return None
+    value = f"max-age={hsts.max_age}"
+    if hsts.include_subdomains:
+        value += "; includeSubDomains"
+    if hsts.preload:
+        value += "; preload"
+    return v.quote(value)
+
+
+def _default_location(config: Configuration, settings: GlobalSettings) -> LocationView:
+    """The catch-all: the default backend if there is one, else 404 (see template)."""
+    backend = config.default_backend or "default-404"
+    loc = Location(path="/", backend=backend)
+    view = _location(loc, v.quote("/"), "_", settings, [])
+    if config.default_backend is None:
+        return LocationView(**{**view.__dict__, "proxy": False, "return_line": "404"})
+    return view

@@ -1,0 +1,108 @@
+"""The kernel state all Services ask for, updated one Service at a time.
+
+:class:`DesiredState` keeps each Service's :class:`~.translate.ServiceState`
+and reference counts for what Services may share (an external IP used by two
+Services stays on the dummy link until neither uses it; the same ipset member
+may come from two Services). Replacing one Service's state returns exactly
+the kernel objects whose desired state may have changed (:class:`Touched`),
+which is all an incremental sync looks at.
+
+Two Services claiming the same virtual server (same protocol, IP and port,
+possible only through external or load-balancer IPs) is a conflict the API
+does not prevent; the Service whose key sorts first wins, so the outcome
+does not depend on event order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .kernel import IPSetEntry, RealServer, VirtualServer
+from .translate import EMPTY, ServiceState
+
+VSKey = tuple[str, str, int]
+Entry = tuple[str, IPSetEntry]
+
+
+@dataclass
+class Touched:
+    """Kernel objects whose desired state may differ from what was applied."""
+
+    virtual: set[VSKey] = field(default_factory=set)
+    addresses: set[str] = field(default_factory=set)
+    entries: set[Entry] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.virtual or self.addresses or self.entries)
+
+    def update(self, other: "Touched") -> None:
+        self.virtual |= other.virtual
+        self.addresses |= other.addresses
+        self.entries |= other.entries
+
+
+class DesiredState:
+    def __init__(self) -> None:
+        self._services: dict[str, ServiceState] = {}
+        self._owners: dict[VSKey, set[str]] = {}
+        self._address_refs: Counter[str] = Counter()
+        self._entry_refs: Counter[Entry] = Counter()
+
+    def service_keys(self) -> list[str]:
+        return list(self._services)
+
+    def set(self, service: str, new: ServiceState) -> Touched:
+        """Replace ``service``'s state (EMPTY removes it) and say what changed."""
+        old = self._services.get(service, EMPTY)
+        if new == EMPTY:
+            self._services.pop(service, None)
+        else:
+            self._services[service] = new
+        touched = Touched()
+        for key in old.virtual.keys() | new.virtual.keys():
+            if old.virtual.get(key) == new.virtual.get(key):
+                continue
+            touched.virtual.add(key)
+            owners = self._owners.setdefault(key, set())
+            if key in new.virtual:
+                owners.add(service)
+            else:
+                owners.discard(service)
+                if not owners:
+                    del self._owners[key]
+        for a in old.addresses - new.addresses:
+            self._address_refs[a] -= 1
+            if self._address_refs[a] <= 0:
+                del self._address_refs[a]
+                touched.addresses.add(a)
+        for a in new.addresses - old.addresses:
+            self._address_refs[a] += 1
+            if self._address_refs[a] == 1:
+                touched.addresses.add(a)
+        for e in old.entries - new.entries:
+            self._entry_refs[e] -= 1
+            if self._entry_refs[e] <= 0:
+                del self._entry_refs[e]
+                touched.entries.add(e)
+        for e in new.entries - old.entries:
+            self._entry_refs[e] += 1
+            if self._entry_refs[e] == 1:
+                touched.entries.add(e)
+        return touched
+
+    def virtual(self, key: VSKey) -> tuple[VirtualServer, frozenset[RealServer]] | None:
+        owners = self._owners.get(key)
+        if not owners:
+            return None
+        return self._services[min(owners)].virtual[key]
+
+    def has_address(self, address: str) -> bool:
+        return address in self._address_refs
+
+    def has_entry(self, entry: Entry) -> bool:
+        return entry in self._entry_refs
+
+    def everything(self) -> Touched:
+        """Every kernel object some Service asks for."""
+        return Touched(set(self._owners), set(self._address_refs), set(self._entry_refs))

@@ -1,0 +1,39 @@
+"""``platformctl ipvs``: the node's IPVS table, laid out like ``ipvsadm -Ln``.
+
+Read-only: one listing of virtual servers and one of each one's real
+servers, through the same :class:`~.kernel.Kernel` interface the proxy uses.
+"""
+
+from __future__ import annotations
+
+from .kernel import Kernel, KernelError
+
+
+def format_table(kernel: Kernel) -> str:
+    """The table text for ``kernel``'s current IPVS state (sorted)."""
+    lines = ["Prot LocalAddress:Port Scheduler Flags",
+             "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn"]
+    for vs in sorted(kernel.list_virtual_servers(), key=lambda v: v.key):
+        flags = f" persistent {vs.persistence_timeout}" if vs.persistence_timeout else ""
+        lines.append(f"{vs.protocol:<4} {vs.address}:{vs.port} {vs.scheduler}{flags}")
+        for st in sorted(kernel.list_real_servers(vs), key=lambda s: s.server.key):
+            rs = st.server
+            lines.append(f"  -> {f'{rs.address}:{rs.port}':<28} Masq    {rs.weight:<6} "
+                         f"{st.active_connections:<10} {st.inactive_connections}")
+    return "\n".join(lines) + "\n"
+
+
+def render(kernel: Kernel | None = None) -> str:
+    """The running kernel's table. On a kernel error exits with a one-line
+    message (``SystemExit``), as befits the command line that calls this."""
+    own = kernel is None
+    if kernel is None:
+        from .kernel_linux import LinuxKernel
+        kernel = LinuxKernel()
+    try:
+        return format_table(kernel)
+    except KernelError as err:
+        raise SystemExit(f"platformctl ipvs: {err}") from None
+    finally:
+        if own:
+            kernel.close()

@@ -1,0 +1,264 @@
+"""``platformd nodeproxy``: the IPVS node proxy's command line and wiring.
+
+Order of start-up, and why:
+
+1. flags; ``--cleanup`` removes everything and exits;
+2. ``probe`` the kernel -- a kernel without IPVS gets one line naming the
+   missing module and exit status 1 (``--dry-run`` never touches the kernel,
+   so it works there);
+3. sysctls, each failure reported by name (any failure stops us, as in kube-proxy);
+4. informers for Services, EndpointSlices and this node's Node; their handlers
+   only feed the change trackers;
+5. only once every informer has synced is the sync runner started: syncing a
+   half-filled cache would delete the Services not listed yet;
+6. health and metrics listeners; run until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+
+from platformd.common.clock import REAL_CLOCK
+from platformd.common.runner import BoundedFrequencyRunner
+
+from . import sysctls
+from .health import HTTPEndpoint
+from .kernel import SCHEDULERS, IPVSUnavailable, Kernel, KernelError
+from .proxier import Proxier, ProxierOptions, cleanup
+
+log = logging.getLogger("platformd.nodeproxy")
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+#: A failed sync is retried after this long (never sooner than --min-sync-period):
+#: soon enough that a transient netlink error heals within seconds, rare enough
+#: that a persistent one does not turn into a busy loop of full syncs.
+RETRY_INTERVAL = 5.0
+#: How often terminating real servers are checked for remaining connections.
+GRACEFUL_CHECK_INTERVAL = 5.0
+
+
+def duration(text: str) -> float:
+    """Go-style durations as kube-proxy takes them ("1s", "500ms", "1m30s"), or plain seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 30s, 500ms, 1m)")
+    return total
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="platformd nodeproxy",
+                                description="IPVS node proxy (kube-proxy's IPVS mode).")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--source", metavar="DIR", help="read Services/EndpointSlices/Nodes from manifests in DIR")
+    p.add_argument("--hostname", default=os.environ.get("NODE_NAME") or socket.gethostname().lower(),
+                   help="this node's name (default: $NODE_NAME or the host name)")
+    p.add_argument("--node-ip", action="append", default=[], metavar="IP",
+                   help="node IP for node ports (repeatable; default: the Node's InternalIP/ExternalIP)")
+    p.add_argument("--cluster-cidr", default="", help="pod CIDR; cluster-IP traffic from outside it is masqueraded")
+    p.add_argument("--masquerade-all", action="store_true", help="masquerade all traffic to cluster IPs")
+    p.add_argument("--scheduler", default="rr", choices=SCHEDULERS, help="IPVS scheduler (default rr)")
+    p.add_argument("--min-sync-period", type=duration, default=1.0, help="minimum gap between syncs (1s)")
+    p.add_argument("--sync-period", type=duration, default=30.0, help="full reconcile period (30s)")
+    p.add_argument("--strict-arp", action="store_true", help="set arp_ignore=1, arp_announce=2")
+    p.add_argument("--tcp-timeout", type=duration, default=0.0, help="IPVS TCP timeout (0: leave)")
+    p.add_argument("--tcp-fin-timeout", type=duration, default=0.0, help="IPVS TCP FIN_WAIT timeout (0: leave)")
+    p.add_argument("--udp-timeout", type=duration, default=0.0, help="IPVS UDP timeout (0: leave)")
+    p.add_argument("--graceful-termination-timeout", type=duration, default=600.0,
+                   help="delete a quiesced TCP real server after this long even with connections (600s)")
+    p.add_argument("--healthz-bind-address", default="0.0.0.0:10256", help="'' disables")
+    p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", help="'' disables")
+    p.add_argument("--dry-run", action="store_true", help="print the kernel operations instead of doing them")
+    p.add_argument("--once", action="store_true", help="exit after the first sync")
+    p.add_argument("--cleanup", action="store_true", help="remove everything the node proxy created, then exit")
+    return p
+
+
+def options_from(args: argparse.Namespace) -> ProxierOptions:
+    return ProxierOptions(
+        hostname=args.hostname, node_ips=tuple(args.node_ip), scheduler=args.scheduler,
+        masquerade_all=args.masquerade_all, cluster_cidr=args.cluster_cidr,
+        sync_period=args.sync_period, strict_arp=args.strict_arp,
+        tcp_timeout=int(args.tcp_timeout), tcp_fin_timeout=int(args.tcp_fin_timeout),
+        udp_timeout=int(args.udp_timeout), graceful_timeout=args.graceful_termination_timeout)
+
+
+def make_kernel(args: argparse.Namespace) -> Kernel:
+    if args.dry_run:
+        from .dryrun import DryRunKernel
+        return DryRunKernel()
+    from .kernel_linux import LinuxKernel
+    return LinuxKernel()
+
+
+def make_source(args: argparse.Namespace):
+    if args.source:
+        from platformd.common.filesource import FileSource
+        return FileSource(args.source)
+    from platformd.common import kubeclient
+    from platformd.common.apisource import ApiSource
+    return ApiSource(kubeclient.load(args.kubeconfig))
+
+
+class _Handler:
+    """Informer handler calling ``fn(previous, current)``; tombstones unwrapped."""
+
+    def __init__(self, fn) -> None:
+        self._fn = fn
+
+    def on_add(self, obj: dict) -> None:
+        self._fn(None, obj)
+
+    def on_update(self, old: dict, new: dict) -> None:
+        self._fn(old, new)
+
+    def on_delete(self, obj) -> None:
+        self._fn(getattr(obj, "obj", obj), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from platformd.common import logs
+        logs.setup("nodeproxy")
+    except Exception:  # noqa: BLE001 - logging set-up must never stop the proxy
+        logging.basicConfig(level=logging.INFO)
+    return run(args)
+
+
+def run(args: argparse.Namespace, kernel: Kernel | None = None, stop: threading.Event | None = None,
+        clock=REAL_CLOCK) -> int:
+    """Run the node proxy until ``stop`` is set (or a signal). Returns the exit status."""
+    kernel = kernel or make_kernel(args)
+    stop = stop or threading.Event()
+    try:
+        return _run(args, kernel, stop, clock)
+    finally:
+        kernel.close()
+
+
+def _fail(message: str) -> int:
+    print(f"nodeproxy: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _run(args, kernel: Kernel, stop: threading.Event, clock) -> int:
+    opts = options_from(args)
+    if args.cleanup:
+        failures = cleanup(kernel, opts.node_ips)
+        for f in failures:
+            print(f"nodeproxy: cleanup: {f}", file=sys.stderr)
+        return 1 if failures else 0
+    try:
+        kernel.probe([args.scheduler])
+    except IPVSUnavailable as err:
+        return _fail(f"{err} (IPVS mode needs it; try `modprobe {err.module}`)")
+    except KernelError as err:
+        return _fail(f"kernel check failed: {err}")
+
+    proxier = Proxier(kernel, opts, clock)
+    failures = proxier.setup_sysctls()
+    if failures:
+        for failure in failures[:-1]:
+            print(f"nodeproxy: {failure}", file=sys.stderr)
+        return _fail(failures[-1])
+    warning = sysctls.advice(kernel)
+    if warning:
+        log.warning("%s", warning)
+
+    try:
+        source = make_source(args)
+    except Exception as err:  # KubeConfigError and friends: one line, no traceback
+        return _fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+    from platformd.common import resources
+    from platformd.common.informer import InformerFactory
+    factory = InformerFactory(source)
+    factory.informer(resources.SERVICES).add_handler(_Handler(proxier.on_service))
+    factory.informer(resources.ENDPOINT_SLICES).add_handler(_Handler(proxier.on_slice))
+    hostname = opts.hostname
+
+    def on_node(previous, current):
+        obj = current or previous
+        if (obj.get("metadata") or {}).get("name") == hostname:
+            proxier.on_node(current)
+
+    factory.informer(resources.NODES).add_handler(_Handler(on_node))
+
+    servers = []
+    try:
+        same = args.metrics_bind_address == args.healthz_bind_address
+        if args.healthz_bind_address:
+            servers.append(HTTPEndpoint(args.healthz_bind_address, health=proxier.health, status=proxier.status,
+                                        registry=proxier.metrics.registry if same else None))
+        if args.metrics_bind_address and not same:
+            servers.append(HTTPEndpoint(args.metrics_bind_address, registry=proxier.metrics.registry))
+    except OSError as err:
+        return _fail(f"cannot listen: {err}")
+    for s in servers:
+        s.start()
+
+    _install_signal_handlers(stop)
+    factory.start()
+    try:
+        while not factory.wait_for_sync(1.0):
+            if stop.is_set():
+                return 0
+        log.info("caches synced; starting the sync loop")
+        if args.once:
+            proxier.sync()
+            return 0
+        runner = BoundedFrequencyRunner("nodeproxy-sync", proxier.sync, args.min_sync_period,
+                                        args.sync_period, max(RETRY_INTERVAL, args.min_sync_period), clock)
+        proxier.set_trigger(runner.run)
+        runner.run()
+        threading.Thread(target=_graceful_ticker, args=(proxier, runner, stop, clock),
+                         name="nodeproxy-graceful", daemon=True).start()
+        runner.loop(stop)
+        return 0
+    except KernelError as err:
+        return _fail(f"sync failed: {err}")
+    finally:
+        factory.stop()
+        for s in servers:
+            s.stop()
+        close = getattr(source, "close", None)
+        if close:
+            close()
+
+
+def _graceful_ticker(proxier: Proxier, runner: BoundedFrequencyRunner, stop: threading.Event, clock) -> None:
+    """Ask for a sync while real servers wait for their connections to end:
+    a sync with no changes only checks them (one listing per virtual server)."""
+    while not clock.wait(stop, GRACEFUL_CHECK_INTERVAL):
+        if len(proxier.graceful):
+            runner.run()
+
+
+def _install_signal_handlers(stop: threading.Event) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # tests run us in a thread and stop us with the event
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""Service + EndpointSlices -> what one Service asks of the kernel.
+
+Pure functions over plain parsed JSON. Three stages, each testable alone:
+
+1. :func:`parse_service` / :func:`parse_slice` reduce API objects to the few
+   fields the node proxy reads (frozen, comparable: the change trackers use
+   equality of these to drop changes that cancel out).
+2. :func:`select_endpoints` applies Kubernetes' endpoint rules: ready
+   endpoints, else serving-but-terminating ones; ``internalTrafficPolicy:
+   Local`` limits ClusterIP traffic, ``externalTrafficPolicy: Local`` limits
+   external traffic (node ports, external IPs, load-balancer IPs) to endpoints
+   on this node.
+3. :func:`service_state` builds the :class:`ServiceState`: virtual servers
+   with their real servers, the addresses for the dummy link and the ipset
+   members, following kube-proxy's IPVS mode.
+
+Only IPv4 is handled; IPv6 addresses and FQDN slices are ignored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import ipsets
+from .kernel import PROTOCOLS, SCTP, IPSetEntry, RealServer, VirtualServer
+
+DEFAULT_AFFINITY_TIMEOUT = 10800  # seconds; Kubernetes' default for ClientIP
+SERVICE_PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What translation needs to know about this node and its flags."""
+
+    hostname: str
+    node_ips: tuple[str, ...] = ()
+    scheduler: str = "rr"
+
+
+# --- stage 1: parsing --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServicePort:
+    """One port of a Service, as the node proxy sees it."""
+
+    service: str  # "namespace/name"
+    name: str  # port name ("" when unnamed)
+    protocol: str
+    port: int
+    node_port: int = 0
+    cluster_ips: tuple[str, ...] = ()
+    external_ips: tuple[str, ...] = ()
+    load_balancer_ips: tuple[str, ...] = ()
+    affinity_timeout: int = 0  # 0: no session affinity
+    external_local: bool = False
+    internal_local: bool = False
+
+
+def _is_ipv4(value: object) -> bool:
+    try:
+        return isinstance(value, str) and ipaddress.ip_address(value).version == 4
+    except ValueError:
+        return False
+
+
+def object_key(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
+    """The ports of ``svc`` the node proxy serves; () for anything it ignores
+    (None, ExternalName, headless, another proxy's Service, no IPv4 cluster IP)."""
+    if not svc:
+        return ()
+    meta = svc.get("metadata") or {}
+    spec = svc.get("spec") or {}
+    if (meta.get("labels") or {}).get(SERVICE_PROXY_NAME_LABEL):
+        return ()
+    svc_type = spec.get("type") or "ClusterIP"
+    if svc_type == "ExternalName":
+        return ()
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    cluster_ips = tuple(ip for ip in ips if _is_ipv4(ip))
+    if not cluster_ips:
+        return ()  # headless ("None") or IPv6-only
+    external_ips = tuple(sorted({ip for ip in spec.get("externalIPs") or () if _is_ipv4(ip)}))
+    lb_ips: tuple[str, ...] = ()
+    if svc_type == "LoadBalancer":
+        ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ()
+        # ipMode Proxy means the load balancer delivers to the node, not to the
+        # IP: kube-proxy does not bind such IPs (KEP-1860).
+        lb_ips = tuple(sorted({i["ip"] for i in ingress
+                               if _is_ipv4(i.get("ip")) and i.get("ipMode", "VIP") != "Proxy"}))
+    affinity = 0
+    if spec.get("sessionAffinity") == "ClientIP":
+        cfg = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {})
+        affinity = int(cfg.get("timeoutSeconds") or DEFAULT_AFFINITY_TIMEOUT)
+    externally_reachable = svc_type in ("NodePort", "LoadBalancer") or bool(external_ips)
+    external_local = externally_reachable and spec.get("externalTrafficPolicy") == "Local"
+    internal_local = spec.get("internalTrafficPolicy") == "Local"
+    key = object_key(svc)
+    result = []
+    for p in spec.get("ports") or ():
+        protocol = p.get("protocol") or "TCP"
+        if protocol not in PROTOCOLS or not p.get("port"):
+            continue
+        node_port = int(p.get("nodePort") or 0) if svc_type in ("NodePort", "LoadBalancer") else 0
+        result.append(ServicePort(
+            service=key, name=p.get("name") or "", protocol=protocol, port=int(p["port"]),
+            node_port=node_port, cluster_ips=cluster_ips, external_ips=external_ips,
+            load_balancer_ips=lb_ips, affinity_timeout=affinity,
+            external_local=external_local, internal_local=internal_local))
+    return tuple(sorted(result, key=lambda sp: (sp.name, sp.protocol, sp.port)))
+
+
+@dataclass(frozen=True)
+class SliceEndpoint:
+    address: str
+    ready: bool
+    serving: bool
+    terminating: bool
+    node_name: str
+
+
+@dataclass(frozen=True)
+class SliceInfo:
+    """The parts of an EndpointSlice the node proxy reads."""
+
+    service: str  # "namespace/service-name"
+    ports: tuple[tuple[str, str, int], ...]  # (name, protocol, port)
+    endpoints: tuple[SliceEndpoint, ...]
+
+
+def parse_slice(obj: dict | None) -> SliceInfo | None:
+    """None for slices the node proxy ignores (not IPv4, no service label)."""
+    if not obj or obj.get("addressType", "IPv4") != "IPv4":
+        return None
+    meta = obj.get("metadata") or {}
+    svc_name = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+    if not svc_name:
+        return None
+    ports = tuple(sorted(
+        (p.get("name") or "", p.get("protocol") or "TCP", int(p["port"]))
+        for p in obj.get("ports") or () if p.get("port")))
+    eps = []
+    for ep in obj.get("endpoints") or ():
+        cond = ep.get("conditions") or {}
+        ready = cond.get("ready") is not False  # unset means ready
+        serving = ready if cond.get("serving") is None else bool(cond["serving"])
+        terminating = bool(cond.get("terminating"))
+        for addr in ep.get("addresses") or ():
+            if _is_ipv4(addr):
+                eps.append(SliceEndpoint(addr, ready, serving, terminating, ep.get("nodeName") or ""))
+    return SliceInfo(f"{meta.get('namespace')}/{svc_name}", ports, tuple(sorted(eps, key=lambda e: e.address)))
+
+
+# --- stage 2: endpoint selection ---------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Endpoint:
+    address: str
+    port: int
+    ready: bool = True
+    serving: bool = True
+    terminating: bool = False
+    local: bool = False
+
+
+def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -> list[Endpoint]:
+    """Endpoints of ``sp`` across slices (matched by port name and protocol),
+    one per address:port, sorted."""
+    found: dict[tuple[str, int], Endpoint] = {}
+    for sl in slices:
+        for name, protocol, port in sl.ports:
+            if name != sp.name or protocol != sp.protocol:
+                continue
+            for e in sl.endpoints:
+                ep = Endpoint(e.address, port, e.ready, e.serving, e.terminating, e.node_name == hostname)
+                old = found.get((ep.address, ep.port))
+                if old is None or (ep.ready and not old.ready):
+                    found[(ep.address, ep.port)] = ep
+    return sorted(found.values())
+
+
+def _usable(eps: list[Endpoint]) -> list[Endpoint]:
+    ready = [e for e in eps if e.ready]
+    return ready or [e for e in eps if e.serving and e.terminating]
+
+
+def select_endpoints(sp: ServicePort, eps: list[Endpoint]) -> tuple[list[Endpoint], list[Endpoint]]:
+    """(endpoints for cluster traffic, endpoints for external traffic)."""
+    everywhere = _usable(eps)
+    local = _usable([e for e in eps if e.local])
+    return (local if sp.internal_local else everywhere,
+            local if sp.external_local else everywhere)
+
+
+# --- stage 3: kernel state of one Service -------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """What one Service asks of the kernel. Empty for a deleted Service."""
+
+    virtual: dict[tuple[str, str, int], tuple[VirtualServer, frozenset[RealServer]]] = field(default_factory=dict)
+    addresses: frozenset[str] = frozenset()
+    entries: frozenset[tuple[str, IPSetEntry]] = frozenset()
+
+
+EMPTY = ServiceState()
+
+
+def _reals(eps: list[Endpoint]) -> frozenset[RealServer]:
+    return frozenset(RealServer(e.address, e.port, 1) for e in eps)
+
+
+def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], opts: Options) -> ServiceState:
+    if not ports:
+        return EMPTY
+    slices = list(slices)
+    virtual: dict = {}
+    addresses: set[str] = set()
+    entries: set[tuple[str, IPSetEntry]] = set()
+
+    for sp in ports:
+        eps = endpoints_for(sp, slices, opts.hostname)
+        cluster_eps, external_eps = select_endpoints(sp, eps)
+        proto = sp.protocol.lower()
+
+        def serve(address: str, port: int, eps: list[Endpoint]) -> None:
+            vs = VirtualServer(sp.protocol, address, port, opts.scheduler, sp.affinity_timeout)
+            virtual[vs.key] = (vs, _reals(eps))
+
+        for ip in sp.cluster_ips:
+            serve(ip, sp.port, cluster_eps)
+            addresses.add(ip)
+            entries.add((ipsets.CLUSTER_IP, IPSetEntry(ip, proto, sp.port)))
+        for ip in sp.external_ips:
+            serve(ip, sp.port, external_eps)
+            addresses.add(ip)
+            name = ipsets.EXTERNAL_IP_LOCAL if sp.external_local else ipsets.EXTERNAL_IP
+            entries.add((name, IPSetEntry(ip, proto, sp.port)))
+        for ip in sp.load_balancer_ips:
+            serve(ip, sp.port, external_eps)
+            addresses.add(ip)
+            entries.add((ipsets.LOAD_BALANCER, IPSetEntry(ip, proto, sp.port)))
+            if sp.external_local:
+                entries.add((ipsets.LOAD_BALANCER_LOCAL, IPSetEntry(ip, proto, sp.port)))
+        if sp.node_port:
+            for ip in opts.node_ips:
+                serve(ip, sp.node_port, external_eps)
+            entries.update(_node_port_entries(sp, opts.node_ips))
+        for e in {*cluster_eps, *external_eps}:
+            if e.local:  # hairpin: an endpoint reaching itself through the service
+                entries.add((ipsets.LOOP_BACK, IPSetEntry(e.address, proto, e.port, e.address)))
+    return ServiceState(virtual, frozenset(addresses), frozenset(entries))
+
+
+def _node_port_entries(sp: ServicePort, node_ips: tuple[str, ...]) -> set[tuple[str, IPSetEntry]]:
+    proto = sp.protocol.lower()
+    if sp.protocol == SCTP:  # bitmap:port cannot tell protocols apart; SCTP uses hash:ip,port
+        wanted = [IPSetEntry(ip, proto, sp.node_port) for ip in node_ips]
+    else:
+        wanted = [IPSetEntry(port=sp.node_port)]
+    names = [ipsets.node_port_set(sp.protocol, local=False)]
+    if sp.external_local:
+        names.append(ipsets.node_port_set(sp.protocol, local=True))
+    return {(n, e) for n in names for e in wanted}
+
+
+def trigger_time(obj: dict | None) -> str | None:
+    """The EndpointSlice's last-change-trigger-time annotation, if any."""
+    if not obj:
+        return None
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(TRIGGER_TIME_ANNOTATION)

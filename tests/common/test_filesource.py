@@ -1,0 +1,234 @@
+import os
+import threading
+import time
+
+import pytest
+
+from platformd.common import errors
+from platformd.common.filesource import FileSource, ManifestError, parse_manifests
+from platformd.common.informer import DeletedFinalStateUnknown, InformerFactory
+from platformd.common.resources import CONFIGMAPS, INGRESSES, NODES, SERVICES
+
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata:
+  name: {name}
+spec:
+  ports: [{{port: {port}}}]
+"""
+
+
+def eventually(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def write(path, text):
+    # Write a new file and rename it over the old one, as editors and
+    # ConfigMap volume updates do; the inode changes even within one mtime tick.
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def test_parses_multi_document_files_and_lists_and_defaults_namespaces():
+    text = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web, creationTimestamp: 2024-01-01T00:00:00Z}
+---
+# an empty document is fine
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1, namespace: ignored}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: skipped}
+- apiVersion: networking.k8s.io/v1
+  kind: Ingress
+  metadata: {name: ing, namespace: team}
+"""
+    found = parse_manifests("m.yaml", text)
+    assert [(r, o["metadata"]) for r, o in found] == [
+        (SERVICES, {"name": "web", "namespace": "default", "creationTimestamp": "2024-01-01T00:00:00Z"}),
+        (NODES, {"name": "n1"}),
+        (INGRESSES, {"name": "ing", "namespace": "team"}),
+    ]
+
+
+@pytest.mark.parametrize("text, line, problem", [
+    ("apiVersion: v1\nkind: Service\nmetadata:\n  name: [a\n", 5, "invalid YAML"),
+    ("a: b\n  c: d\n", 2, "invalid YAML"),
+    ("apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\n- just\n- a list\n", 5, "not an object"),
+    ("apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\n", 5,
+     "without metadata.name"),
+    ("kind: Service\nmetadata: {name: a}\n", 1, "without apiVersion and kind"),
+])
+def test_malformed_manifests_name_file_and_line(text, line, problem):
+    with pytest.raises(ManifestError) as info:
+        parse_manifests("dir/bad.yaml", text)
+    assert info.value.path == "dir/bad.yaml"
+    assert info.value.line == line
+    assert problem in str(info.value)
+    assert str(info.value).startswith(f"dir/bad.yaml:{line}: ")
+
+
+# ---------------------------------------------------------------- list / watch
+
+
+def test_list_gives_synthetic_versions_and_uids(tmp_path):
+    write(tmp_path / "a.yaml", SERVICE.format(name="a", port=80))
+    write(tmp_path / "b.yml", SERVICE.format(name="b", port=81))
+    write(tmp_path / "ignored.txt", SERVICE.format(name="c", port=82))
+    source = FileSource(str(tmp_path))
+    try:
+        page = source.list(SERVICES, None, limit=500)
+        assert sorted(o["metadata"]["name"] for o in page.items) == ["a", "b"]
+        assert page.continue_token == ""
+        rvs = {int(o["metadata"]["resourceVersion"]) for o in page.items}
+        assert len(rvs) == 2 and int(page.resource_version) >= max(rvs)
+        assert len({o["metadata"]["uid"] for o in page.items}) == 2
+        assert source.list(SERVICES, "other", limit=500).items == []
+        assert source.list(CONFIGMAPS, None, limit=500).items == []
+    finally:
+        source.close()
+
+
+def test_watch_from_a_forgotten_version_is_expired(tmp_path):
+    source = FileSource(str(tmp_path), history_limit=4)
+    try:
+        source.list(SERVICES, None, limit=0)
+        for i in range(10):
+            write(tmp_path / f"s{i}.yaml", SERVICE.format(name=f"s{i}", port=80))
+            source.scan()
+        with pytest.raises(errors.ResourceExpired):
+            source.watch(SERVICES, None, resource_version="1", timeout_seconds=1)
+        with pytest.raises(errors.ResourceExpired):
+            source.watch(SERVICES, None, resource_version="not-a-number", timeout_seconds=1)
+        events = []
+        stream = source.watch(SERVICES, None, resource_version="9", timeout_seconds=0.2)
+        for event in stream:
+            events.append((event.type, event.object["metadata"]["name"]))
+        assert events == [("ADDED", "s9")]
+    finally:
+        source.close()
+
+
+def test_watch_close_from_another_thread_ends_iteration(tmp_path):
+    source = FileSource(str(tmp_path))
+    try:
+        page = source.list(SERVICES, None, limit=0)
+        stream = source.watch(SERVICES, None, resource_version=page.resource_version, timeout_seconds=60)
+        threading.Timer(0.1, stream.close).start()
+        started = time.monotonic()
+        assert list(stream) == []
+        assert time.monotonic() - started < 2
+    finally:
+        source.close()
+
+
+# ---------------------------------------------------------------- through an informer
+
+
+class View:
+    def __init__(self):
+        self.objects = {}
+        self.tombstones = 0
+
+    def on_add(self, obj):
+        self.objects[obj["metadata"]["name"]] = obj
+
+    def on_update(self, old, new):
+        self.objects[new["metadata"]["name"]] = new
+
+    def on_delete(self, obj):
+        if isinstance(obj, DeletedFinalStateUnknown):
+            self.tombstones += 1
+            obj = obj.obj
+        del self.objects[obj["metadata"]["name"]]
+
+    def ports(self):
+        return {name: obj["spec"]["ports"][0]["port"] for name, obj in self.objects.items()}
+
+
+@pytest.fixture
+def watched(tmp_path):
+    write(tmp_path / "a.yaml", SERVICE.format(name="a", port=80))
+    source = FileSource(str(tmp_path), poll_interval=0.05)
+    factory = InformerFactory(source)
+    view = View()
+    factory.informer(SERVICES).add_handler(view)
+    factory.start()
+    assert factory.wait_for_sync(5)
+    yield tmp_path, source, view
+    factory.stop()
+    source.close()
+
+
+def test_picks_up_added_changed_and_removed_files(watched):
+    folder, source, view = watched
+    assert view.ports() == {"a": 80}
+    uid = view.objects["a"]["metadata"]["uid"]
+    write(folder / "b.yaml", SERVICE.format(name="b", port=81))
+    assert eventually(lambda: view.ports() == {"a": 80, "b": 81})
+    write(folder / "a.yaml", SERVICE.format(name="a", port=8080))
+    assert eventually(lambda: view.ports() == {"a": 8080, "b": 81})
+    assert view.objects["a"]["metadata"]["uid"] == uid  # same object, new version
+    os.remove(folder / "b.yaml")
+    assert eventually(lambda: view.ports() == {"a": 8080})
+    # a file holding two objects; one of them is later dropped from it
+    write(folder / "two.yaml", SERVICE.format(name="c", port=1) + "---\n" + SERVICE.format(name="d", port=2))
+    assert eventually(lambda: view.ports() == {"a": 8080, "c": 1, "d": 2})
+    write(folder / "two.yaml", SERVICE.format(name="c", port=1))
+    assert eventually(lambda: view.ports() == {"a": 8080, "c": 1})
+    assert view.tombstones == 0  # every change came through the watch
+
+
+def test_survives_a_malformed_file_and_keeps_last_good_state(watched, caplog):
+    folder, source, view = watched
+    write(folder / "b.yaml", SERVICE.format(name="b", port=81))
+    assert eventually(lambda: view.ports() == {"a": 80, "b": 81})
+
+    # A new file that is broken is reported with its line and ignored.
+    write(folder / "broken.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n")
+    assert eventually(lambda: str(folder / "broken.yaml") in source.problems())
+    assert source.problems()[str(folder / "broken.yaml")].startswith(f"{folder / 'broken.yaml'}:5:")
+    assert f"{folder / 'broken.yaml'}:5:" in caplog.text
+
+    # A bad edit to a serving file keeps its last good objects...
+    write(folder / "b.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: b\n")
+    assert eventually(lambda: str(folder / "b.yaml") in source.problems())
+    write(folder / "a.yaml", SERVICE.format(name="a", port=8080))  # other files keep working
+    assert eventually(lambda: view.ports() == {"a": 8080, "b": 81})
+
+    # ...until it is fixed,
+    write(folder / "b.yaml", SERVICE.format(name="b", port=82))
+    assert eventually(lambda: view.ports() == {"a": 8080, "b": 82})
+    assert str(folder / "b.yaml") not in source.problems()
+    # or removed.
+    os.remove(folder / "b.yaml")
+    os.remove(folder / "broken.yaml")
+    assert eventually(lambda: view.ports() == {"a": 8080})
+    assert source.problems() == {}
+
+
+def test_duplicate_objects_first_file_wins(watched, caplog):
+    folder, source, view = watched
+    write(folder / "z.yaml", SERVICE.format(name="a", port=9))
+    assert eventually(lambda: "also defined in" in caplog.text)
+    assert view.ports() == {"a": 80}
+    os.remove(folder / "a.yaml")
+    assert eventually(lambda: view.ports() == {"a": 9})

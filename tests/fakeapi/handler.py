@@ -1,0 +1,410 @@
+"""HTTP/1.1 front end: route a request, authorize it, call the registry, and
+write JSON (or a chunked watch stream) back.
+
+Paths follow the real server:
+  /api/v1/[namespaces/{ns}/]{plural}[/{name}[/{subresource}]]
+  /apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}[/{subresource}]]
+  /api/v1/watch/... (the deprecated watch prefix)
+plus discovery (/api, /apis, /apis/{group}[/{version}], /version, /healthz).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+
+import yaml
+
+from . import openapi, patching, resources, tables
+from .errors import ApiError, bad_request, forbidden, method_not_allowed, unauthorized
+from .rbac import Attributes
+from .registry import ListOptions
+from .resources import ResourceType
+
+# A watch without timeoutSeconds lasts this long (the real server picks 30-60 minutes).
+DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+def _not_found_path() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource",
+                    {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+
+
+@dataclass(frozen=True)
+class Route:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str
+    legacy_watch: bool
+
+
+def route_resource(group: str, version: str, rest: list[str]) -> Route:
+    legacy_watch = False
+    if rest and rest[0] == "watch":
+        legacy_watch, rest = True, rest[1:]
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        candidate = resources.find(group, version, rest[2])
+        if candidate is not None and candidate.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest:
+        raise _not_found_path()
+    rt = resources.find(group, version, rest[0])
+    if rt is None or len(rest) > 3:
+        raise _not_found_path()
+    name = rest[1] if len(rest) > 1 else None
+    subresource = rest[2] if len(rest) > 2 else ""
+    if subresource and not (subresource == "status" and rt.has_status) \
+            and not (subresource == "finalize" and rt.plural == "namespaces"):
+        raise _not_found_path()
+    if name is not None and rt.namespaced and namespace is None:
+        raise _not_found_path()
+    return Route(rt, namespace, name, subresource, legacy_watch)
+
+
+def _flag(query: dict, key: str) -> bool:
+    return query.get(key, [""])[0].lower() in ("1", "true")
+
+
+def _list_options(query: dict, namespace: str | None) -> ListOptions:
+    def one(key):
+        values = query.get(key)
+        return values[0] if values else None
+    limit_text = one("limit") or "0"
+    try:
+        limit = max(0, int(limit_text))
+    except ValueError:
+        raise bad_request(f"limit: Invalid value: \"{limit_text}\"") from None
+    return ListOptions(namespace=namespace, label_selector=one("labelSelector"),
+                       field_selector=one("fieldSelector"), resource_version=one("resourceVersion"),
+                       resource_version_match=one("resourceVersionMatch"), limit=limit,
+                       continue_token=one("continue"))
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One connection; `self.server.api` is the FakeApiServer."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server_version = "fakeapi"
+    sys_version = ""
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def log_message(self, format, *args):  # noqa: A002 - quiet: tests read request_log instead
+        pass
+
+    def send_response(self, code, message=None):
+        api = self.server.api
+        path, _, query = self.path.partition("?")
+        api.request_log.append((time.monotonic(), self.command, path, query, code))
+        super().send_response(code, message)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send_json(self, code: int, body, headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _send_text(self, code: int, text: str) -> None:
+        payload = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_error(self, err: ApiError) -> None:
+        body = err.status()
+        list_meta = getattr(err, "list_metadata", None)
+        if list_meta:
+            body["metadata"] = list_meta
+        self._send_json(err.code, body, err.headers)
+
+    def do_GET(self):
+        self._dispatch()
+
+    def do_POST(self):
+        self._dispatch()
+
+    def do_PUT(self):
+        self._dispatch()
+
+    def do_PATCH(self):
+        self._dispatch()
+
+    def do_DELETE(self):
+        self._dispatch()
+
+    def do_HEAD(self):
+        self._dispatch()
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        api = self.server.api
+        path, _, raw_query = self.path.partition("?")
+        query = urllib.parse.parse_qs(raw_query, keep_blank_values=True)
+        try:
+            body = self._read_body()
+            injected = api.faults.take_failure(path)
+            if injected is not None:
+                raise injected
+            user = api.authenticate(self.headers.get("Authorization"))
+            if user is None:
+                raise unauthorized()
+            parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+            if parts[:1] == ["api"] and len(parts) > 2 and parts[1] == "v1":
+                self._resource_request(user, "", "v1", parts[2:], query, body)
+            elif parts[:1] == ["apis"] and len(parts) > 3:
+                self._resource_request(user, parts[1], parts[2], parts[3:], query, body)
+            else:
+                self._non_resource(user, path, parts)
+        except ApiError as err:
+            self._send_error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # a bug in the fake: report it like the real server would
+            self._send_error(ApiError(500, "InternalError",
+                                      f"Internal error occurred: {type(exc).__name__}: {exc}"))
+            raise
+
+    def _non_resource(self, user, path: str, parts: list[str]) -> None:
+        api = self.server.api
+        if self.command not in ("GET", "HEAD"):
+            raise method_not_allowed()
+        api.authorize(Attributes(user, "get", path=path), self.command, path)
+        doc = None
+        if parts == ["version"]:
+            doc = resources.SERVER_VERSION
+        elif parts and parts[0] in ("healthz", "livez", "readyz"):
+            self._send_text(200, "ok")
+            return
+        elif parts == ["api"]:
+            doc = resources.api_versions(f"127.0.0.1:{api.port}")
+        elif parts == ["api", "v1"]:
+            doc = resources.api_resource_list("", "v1")
+        elif parts == ["apis"]:
+            doc = resources.api_group_list()
+        elif len(parts) == 2 and parts[0] == "apis":
+            doc = resources.api_group(parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            doc = resources.api_resource_list(parts[1], parts[2])
+        elif parts == ["openapi", "v3"]:
+            doc = openapi.root_document()
+        elif parts[:2] == ["openapi", "v3"] and len(parts) >= 4:
+            if parts[2] == "api":
+                doc = openapi.group_version_document("", parts[3])
+            elif parts[2] == "apis" and len(parts) == 5:
+                doc = openapi.group_version_document(parts[3], parts[4])
+        elif not parts:
+            doc = {"paths": sorted(["/api", "/api/v1", "/apis", "/version", "/healthz"] +
+                                   [f"/apis/{g['name']}" for g in resources.api_group_list()["groups"]])}
+        if doc is None:
+            self._send_text(404, "404 page not found\n")
+            return
+        self._send_json(200, doc)
+
+    def _resource_request(self, user, group: str, version: str, rest: list[str], query: dict,
+                          body: bytes) -> None:
+        api = self.server.api
+        route = route_resource(group, version, rest)
+        rt, method = route.rt, self.command
+        watch = route.legacy_watch or _flag(query, "watch")
+        verb = {
+            "GET": "get" if route.name else ("watch" if watch else "list"),
+            "HEAD": "get",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if route.name else "deletecollection",
+        }[method]
+        api.authorize(Attributes(user, verb, rt.group, rt.plural, route.subresource,
+                                 route.namespace or "", route.name or ""), method, self.path)
+        dry_run = "All" in query.get("dryRun", [])
+        registry = api.registry
+        if verb == "get":
+            obj = registry.get(rt, route.namespace, route.name)
+            self._send_object(rt, 200, obj, query)
+        elif verb == "list":
+            result = registry.list(rt, _list_options(query, route.namespace))
+            self._send_list(rt, result, query)
+        elif verb == "watch":
+            self._watch(rt, _list_options(query, route.namespace), query)
+        elif verb == "create":
+            if route.name:
+                raise method_not_allowed()
+            obj = registry.create(rt, route.namespace, self._decode(body), dry_run)
+            self._send_object(rt, 201, obj, query)
+        elif verb == "update":
+            if route.subresource == "finalize":
+                route = Route(rt, route.namespace, route.name, "", False)
+            obj = registry.update(rt, route.namespace, route.name, self._decode(body),
+                                  route.subresource, dry_run)
+            self._send_object(rt, 200, obj, query)
+        elif verb == "patch":
+            patch_type = patching.media_type(self.headers.get("Content-Type"))
+            patch = self._decode(body, yaml_ok=patch_type == patching.APPLY)
+            obj, created = registry.patch(rt, route.namespace, route.name, patch_type, patch,
+                                          route.subresource, dry_run)
+            self._send_object(rt, 201 if created else 200, obj, query)
+        elif verb == "delete":
+            options = self._decode(body) if body.strip() else {}
+            obj = registry.delete(rt, route.namespace, route.name, options, dry_run)
+            self._send_object(rt, 200, obj, query)
+        else:
+            result = registry.delete_collection(rt, _list_options(query, route.namespace), dry_run)
+            self._send_json(200, result)
+
+    def _decode(self, body: bytes, yaml_ok: bool = False):
+        content_type = (self.headers.get("Content-Type") or "").lower()
+        try:
+            if yaml_ok or "yaml" in content_type:
+                return yaml.safe_load(body.decode() or "{}")
+            return json.loads(body.decode() or "null")
+        except (ValueError, yaml.YAMLError) as exc:
+            raise bad_request(f"the body of the request was in an unknown format: {exc}") from None
+
+    # --- responses ------------------------------------------------------------------------
+
+    def _wants_table(self) -> bool:
+        accept = self.headers.get("Accept") or ""
+        first = accept.split(",")[0]
+        return "as=Table" in first and "g=meta.k8s.io" in first
+
+    def _send_object(self, rt: ResourceType, code: int, obj: dict, query: dict) -> None:
+        if self._wants_table() and self.command == "GET":
+            include = query.get("includeObject", ["Metadata"])[0]
+            self._send_json(code, tables.to_table(rt, [obj], {"resourceVersion":
+                                                          obj["metadata"].get("resourceVersion", "")},
+                                                  include))
+        else:
+            self._send_json(code, obj)
+
+    def _send_list(self, rt: ResourceType, result: dict, query: dict) -> None:
+        if self._wants_table():
+            include = query.get("includeObject", ["Metadata"])[0]
+            self._send_json(200, tables.to_table(rt, result["items"], result["metadata"], include))
+        else:
+            self._send_json(200, result)
+
+    # --- watch ----------------------------------------------------------------------------
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def _client_gone(self) -> bool:
+        """True when the client closed its end (a readable socket with nothing to read)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _watch(self, rt: ResourceType, opts: ListOptions, query: dict) -> None:
+        api = self.server.api
+        table = self._wants_table()
+        include = query.get("includeObject", ["Metadata"])[0]
+        bookmarks = _flag(query, "allowWatchBookmarks")
+        timeout_text = query.get("timeoutSeconds", [""])[0]
+        timeout = float(timeout_text) if timeout_text else DEFAULT_WATCH_TIMEOUT
+        try:
+            watcher = api.registry.watch(rt, opts)
+            error = None
+        except ApiError as err:
+            if err.code != 410:
+                raise
+            watcher, error = None, err
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+
+        def emit(type_: str, obj: dict) -> None:
+            if table and type_ in ("ADDED", "MODIFIED", "DELETED"):
+                obj = tables.to_table(rt, [obj], {"resourceVersion":
+                                                  obj["metadata"].get("resourceVersion", "")}, include)
+            line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
+            self._write_chunk(line.encode())
+
+        abrupt = False
+        try:
+            if error is not None:
+                emit("ERROR", error.status())
+                return
+            deadline = time.monotonic() + timeout
+            next_bookmark = time.monotonic() + api.bookmark_interval
+            while True:
+                now = time.monotonic()
+                if api.stopping:
+                    abrupt = True
+                    break
+                if now >= deadline:
+                    break
+                if api.faults.stall_remaining() > 0:
+                    time.sleep(0.02)
+                    continue
+                if watcher.closed and not watcher.pending():
+                    abrupt = watcher.abrupt
+                    self.close_connection = True
+                    break
+                wait = min(deadline, next_bookmark if bookmarks else deadline) - now
+                event = watcher.next(min(max(wait, 0), 0.25))
+                if event is not None:
+                    while api.faults.stall_remaining() > 0 and not api.stopping:
+                        time.sleep(0.02)   # a stall that began while we waited holds this event
+                    emit(*event)
+                    continue
+                if self._client_gone():
+                    abrupt = True
+                    break
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    rv = api.storage.bookmark_rv(watcher)
+                    if rv is not None:
+                        emit("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version,
+                                          "metadata": {"resourceVersion": str(rv)}})
+                    next_bookmark = time.monotonic() + api.bookmark_interval
+        except OSError:
+            abrupt = True
+        finally:
+            if watcher is not None:
+                api.storage.unwatch(watcher)
+            if api.stopping:
+                self.close_connection = True
+            try:
+                if abrupt:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                else:
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                self.close_connection = True

@@ -1,0 +1,518 @@
+"""The verbs: create, get, update, patch, delete, list and watch, with the real
+server's semantics layered on `Storage`.
+
+This is where server-owned metadata is stamped (uid, creationTimestamp,
+generation), defaults are filled (Service cluster IPs and node ports, Secret
+stringData, ...), objects are validated, optimistic concurrency is checked,
+status subresources are kept apart from the main resource, finalizers delay
+deletion, and list paging/resourceVersion rules are applied.
+
+Every write happens under the storage lock, so read-check-write is atomic.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import ipaddress
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+
+from . import conversion, patching, selectors
+from .errors import (ApiError, already_exists, bad_request, expired, invalid_object, not_found,
+                     stale_update, too_large_resource_version)
+from .resources import REGISTRY, ResourceType, resolve
+from .storage import Storage, Watcher, key_of
+from .validation import validate, validate_update
+
+# generateName suffix alphabet: no vowels (no accidental words) and no look-alikes.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
+_NODE_PORTS = range(30000, 32768)
+# How long a list asking for a future resourceVersion waits before 504 (real: 3 s).
+TOO_LARGE_RV_WAIT = 3.0
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _content(obj: dict) -> dict:
+    """Everything but metadata and status: what `generation` counts changes of."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+def _without_rv(obj: dict) -> dict:
+    clone = copy.deepcopy(obj)
+    clone.get("metadata", {}).pop("resourceVersion", None)
+    return clone
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    resource_version: str | None = None
+    resource_version_match: str | None = None
+    limit: int = 0
+    continue_token: str | None = None
+
+
+def encode_continue(rv: int, last_key: tuple[str, str]) -> str:
+    start = (f"{last_key[0]}/{last_key[1]}" if last_key[0] else last_key[1]) + "\u0000"
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        rv = int(data["rv"])
+        start = data["start"].rstrip("\u0000")
+        namespace, _, name = start.rpartition("/")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise bad_request(f"continue key is not valid: {e}") from None
+    if data.get("v") != "meta.k8s.io/v1" or rv <= 0:
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                          "(version meta.k8s.io/v1)")
+    return rv, (namespace, name)
+
+
+class Registry:
+    """The semantics of each verb. All methods take and return plain dicts."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+
+    # --- storage access (converting views such as events.k8s.io Events) -------------------
+
+    def _load(self, rt: ResourceType, namespace: str, name: str) -> dict | None:
+        return conversion.from_storage(rt, self.storage.get(rt, namespace, name))
+
+    def _load_all(self, rt: ResourceType, at_rv: int | None = None) -> list[dict]:
+        return [conversion.from_storage(rt, o) for o in self.storage.objects(rt, at_rv)]
+
+    def _store(self, rt: ResourceType, type_: str, obj: dict, prev: dict | None) -> dict:
+        stored = self.storage.write(rt, type_, conversion.to_storage(rt, obj),
+                                    conversion.to_storage(rt, prev) if prev else None)
+        return conversion.from_storage(rt, stored)
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _existing(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        obj = self._load(rt, namespace or "", name)
+        if obj is None:
+            raise not_found(rt, name)
+        return obj
+
+    def _require_namespace(self, rt: ResourceType, namespace: str | None) -> None:
+        if rt.namespaced and namespace:
+            ns_type = resolve("namespaces")
+            ns = self._load(ns_type, "", namespace)
+            if ns is None:
+                raise not_found(ns_type, namespace)
+            if (ns.get("metadata") or {}).get("deletionTimestamp"):
+                raise ApiError(403, "Forbidden",
+                               f'{rt.plural} "{namespace}" is forbidden: unable to create new '
+                               f'content in namespace {namespace} because it is being terminated')
+
+    def _check_invalid(self, rt: ResourceType, obj: dict, old: dict | None) -> None:
+        errs = validate_update(rt, old, obj) if old is not None else validate(rt, obj)
+        if errs:
+            name = (obj.get("metadata") or {}).get("name") or ""
+            raise invalid_object(rt, obj.get("kind") or rt.kind, name, errs)
+
+    # --- create ---------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, namespace: str | None, obj: dict, dry_run: bool = False) -> dict:
+        obj = copy.deepcopy(obj)
+        if not isinstance(obj, dict):
+            raise bad_request("the body of the request must be an object")
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        self._check_kind(rt, obj)
+        if rt.namespaced:
+            if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                raise bad_request("the namespace of the provided object does not match the "
+                                  "namespace sent on the request")
+            meta["namespace"] = namespace or meta.get("namespace")
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
+        with self.storage.lock:
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = self._generate_name(rt, meta)
+            self._check_invalid(rt, obj, None)
+            self._require_namespace(rt, meta.get("namespace"))
+            if self._load(rt, meta.get("namespace") or "", meta["name"]) is not None:
+                raise already_exists(rt, meta["name"])
+            self._stamp_new(rt, obj)
+            self._default(rt, obj)
+            self._check_invalid(rt, obj, None)
+            if dry_run:
+                return obj
+            return self._store(rt, "ADDED", obj, None)
+
+    def _check_kind(self, rt: ResourceType, obj: dict) -> None:
+        kind, api_version = obj.get("kind"), obj.get("apiVersion")
+        if (kind and kind != rt.kind) or (api_version and api_version != rt.api_version):
+            raise bad_request(f"the API version in the data ({api_version}) does not match the "
+                              f"expected API version ({rt.api_version})"
+                              if api_version != rt.api_version else
+                              f"the kind in the data ({kind}) does not match the expected "
+                              f"kind ({rt.kind})")
+        obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+
+    def _generate_name(self, rt: ResourceType, meta: dict) -> str:
+        prefix = meta["generateName"][:58]
+        for _ in range(100):
+            name = prefix + "".join(random.choice(_NAME_ALPHABET) for _ in range(5))
+            if self._load(rt, meta.get("namespace") or "", name) is None:
+                return name
+        raise ApiError(500, "InternalError", "could not generate a unique name")
+
+    def _stamp_new(self, rt: ResourceType, obj: dict) -> None:
+        meta = obj["metadata"]
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(field, None)
+        if rt.tracks_generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+
+    # --- defaulting -----------------------------------------------------------------------
+
+    def _default(self, rt: ResourceType, obj: dict) -> None:
+        key = rt.key()
+        if key == ("", "namespaces"):
+            name = obj["metadata"]["name"]
+            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
+        elif key == ("", "services"):
+            self._default_service(obj)
+        elif key == ("", "secrets"):
+            obj.setdefault("type", "Opaque")
+            string_data = obj.pop("stringData", None) or {}
+            data = obj.setdefault("data", {}) if string_data else obj.get("data")
+            for k, v in string_data.items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+        elif key == ("discovery.k8s.io", "endpointslices"):
+            for port in obj.get("ports") or []:
+                port.setdefault("protocol", "TCP")
+                port.setdefault("name", "")
+        elif key == ("networking.k8s.io", "ingresses"):
+            obj.setdefault("status", {"loadBalancer": {}})
+        elif key == ("", "pods"):
+            obj.setdefault("status", {"phase": "Pending"})
+        elif key == ("", "nodes"):
+            obj.setdefault("spec", {})
+
+    def _default_service(self, obj: dict) -> None:
+        spec = obj.setdefault("spec", {})
+        svc_type = spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+        obj.setdefault("status", {"loadBalancer": {}})
+        if svc_type == "ExternalName":
+            return
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+        if not spec.get("clusterIP") and spec.get("clusterIPs"):
+            spec["clusterIP"] = spec["clusterIPs"][0]
+        if not spec.get("clusterIP"):
+            spec["clusterIP"] = self._allocate_cluster_ip()
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        if spec["clusterIP"] != "None":
+            family = "IPv6" if ":" in spec["clusterIP"] else "IPv4"
+            spec.setdefault("ipFamilies", [family])
+        else:
+            spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        if svc_type in ("NodePort", "LoadBalancer"):
+            spec.setdefault("externalTrafficPolicy", "Cluster")
+            used = self._used_node_ports()
+            for port in spec.get("ports") or []:
+                if not port.get("nodePort"):
+                    port["nodePort"] = next(p for p in _NODE_PORTS if p not in used)
+                used.add(port["nodePort"])
+        if svc_type == "LoadBalancer":
+            spec.setdefault("allocateLoadBalancerNodePorts", True)
+
+    def _services(self) -> list[dict]:
+        return self._load_all(resolve("services"))
+
+    def _allocate_cluster_ip(self) -> str:
+        used = {(s.get("spec") or {}).get("clusterIP") for s in self._services()}
+        # .1 is the `kubernetes` service's address in a real cluster; start above it.
+        for offset in range(10, _SERVICE_CIDR.num_addresses - 1):
+            candidate = str(_SERVICE_CIDR.network_address + offset)
+            if candidate not in used:
+                return candidate
+        raise ApiError(500, "InternalError", "failed to allocate a serviceIP: range is full")
+
+    def _used_node_ports(self) -> set[int]:
+        return {p.get("nodePort") for s in self._services()
+                for p in (s.get("spec") or {}).get("ports") or [] if p.get("nodePort")}
+
+    # --- get / list / watch ---------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        return self._existing(rt, namespace, name)
+
+    def list(self, rt: ResourceType, opts: ListOptions) -> dict:
+        label_match = selectors.parse_label_selector(opts.label_selector)
+        field_match = selectors.parse_field_selector(opts.field_selector, rt.kind)
+        start_after: tuple[str, str] | None = None
+        if opts.continue_token:
+            if opts.resource_version not in (None, ""):
+                raise bad_request("specifying resource version is not allowed when using continue")
+            snapshot_rv, start_after = decode_continue(opts.continue_token)
+            items = self._snapshot_or_expired(rt, snapshot_rv, start_after)
+        else:
+            snapshot_rv, items = self._read_for_list(rt, opts)
+
+        def selected(obj: dict) -> bool:
+            if opts.namespace and key_of(obj)[0] != opts.namespace:
+                return False
+            return label_match(obj) and field_match(obj)
+
+        items = [o for o in items if selected(o)
+                 and (start_after is None or key_of(o) > start_after)]
+        metadata: dict = {"resourceVersion": str(snapshot_rv)}
+        if opts.limit and len(items) > opts.limit:
+            rest = len(items) - opts.limit
+            items = items[:opts.limit]
+            metadata["continue"] = encode_continue(snapshot_rv, key_of(items[-1]))
+            if not opts.label_selector and not opts.field_selector:
+                metadata["remainingItemCount"] = rest
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                "metadata": metadata, "items": items}
+
+    def _snapshot_or_expired(self, rt: ResourceType, rv: int, start_after) -> list[dict]:
+        try:
+            return self._load_all(rt, rv)
+        except ValueError:
+            current = self.storage.resource_version
+            raise expired(
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start a new list without the continue parameter, or use the continue "
+                "token in this response to retrieve the remainder of the results. Continuing "
+                "with the provided token results in an inconsistent list - objects that were "
+                "created, modified, or deleted between the time the first chunk was returned "
+                "and now may show up in the list.",
+                encode_continue(current, start_after)) from None
+
+    def _read_for_list(self, rt: ResourceType, opts: ListOptions) -> tuple[int, list[dict]]:
+        rv_text = opts.resource_version or ""
+        match = opts.resource_version_match or ""
+        if match and match not in ("Exact", "NotOlderThan"):
+            raise bad_request(f"resourceVersionMatch: Unsupported value: \"{match}\"")
+        if match and not rv_text:
+            raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if rv_text in ("", "0"):
+            if match == "Exact" and rv_text == "0":
+                raise bad_request("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
+            with self.storage.lock:
+                return self.storage.resource_version, self._load_all(rt)
+        rv = self._parse_rv(rv_text)
+        if rv > self.storage.resource_version:
+            if not self.storage.wait_for_rv(rv, TOO_LARGE_RV_WAIT):
+                raise too_large_resource_version(rv, self.storage.resource_version)
+        if match == "Exact":
+            try:
+                return rv, self._load_all(rt, rv)
+            except ValueError:
+                raise expired("The resourceVersion for the provided list is too old.") from None
+        with self.storage.lock:
+            return self.storage.resource_version, self._load_all(rt)
+
+    @staticmethod
+    def _parse_rv(text: str) -> int:
+        try:
+            rv = int(text)
+        except ValueError:
+            rv = -1
+        if rv < 0:
+            raise bad_request(f'invalid resource version "{text}"')
+        return rv
+
+    def watch(self, rt: ResourceType, opts: ListOptions) -> Watcher:
+        label_match = selectors.parse_label_selector(opts.label_selector)
+        field_match = selectors.parse_field_selector(opts.field_selector, rt.kind)
+        rv_text = opts.resource_version or ""
+        since = None if rv_text in ("", "0") else self._parse_rv(rv_text)
+        return self.storage.watch(rt, since, opts.namespace,
+                                  lambda obj: label_match(obj) and field_match(obj),
+                                  lambda obj: conversion.from_storage(rt, obj))
+
+    # --- update / patch -------------------------------------------------------------------
+
+    def update(self, rt: ResourceType, namespace: str | None, name: str, obj: dict,
+               subresource: str = "", dry_run: bool = False, keep_status: bool = True) -> dict:
+        """PUT. `subresource="status"` changes only status. A plain PUT on a type
+        with a status subresource keeps the stored status; `keep_status=False`
+        (the fixture's direct writes) stores the given status as well."""
+        if not isinstance(obj, dict):
+            raise bad_request("the body of the request must be an object")
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        self._check_kind(rt, obj)
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name "
+                              f"on the URL ({name})")
+        if rt.namespaced and meta.get("namespace") and namespace and meta["namespace"] != namespace:
+            raise bad_request("the namespace of the provided object does not match the namespace "
+                              "sent on the request")
+        with self.storage.lock:
+            old = self._existing(rt, namespace, name)
+            return self._replace(rt, old, obj, subresource, dry_run, keep_status)
+
+    def _replace(self, rt: ResourceType, old: dict, obj: dict, subresource: str,
+                 dry_run: bool, keep_status: bool = True) -> dict:
+        meta = obj.setdefault("metadata", {})
+        old_meta = old["metadata"]
+        name = old_meta["name"]
+        sent_rv = meta.get("resourceVersion")
+        if sent_rv and sent_rv != old_meta.get("resourceVersion"):
+            raise stale_update(rt, name)
+        if subresource == "status":
+            new = copy.deepcopy(old)
+            if "status" in obj:
+                new["status"] = obj["status"]
+            else:
+                new.pop("status", None)
+        else:
+            new = obj
+            if rt.has_status and keep_status:
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+                else:
+                    new.pop("status", None)
+        new_meta = new["metadata"]
+        new_meta["name"] = name
+        if rt.namespaced:
+            new_meta["namespace"] = old_meta.get("namespace")
+        for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                      "generation"):
+            if field in old_meta:
+                new_meta[field] = old_meta[field]
+            else:
+                new_meta.pop(field, None)
+        new_meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if rt.tracks_generation and _content(new) != _content(old):
+            new_meta["generation"] = old_meta.get("generation", 1) + 1
+        if rt.key() == ("", "secrets") and new.get("stringData"):
+            self._default(rt, new)
+        if rt.key() == ("", "services"):
+            self._default_service(new)
+        self._check_invalid(rt, new, old)
+        if new == old or _without_rv(new) == _without_rv(old):
+            return old  # a no-op write keeps its resourceVersion and emits no event
+        if dry_run:
+            return new
+        if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
+            return self._store(rt, "DELETED", new, old)
+        return self._store(rt, "MODIFIED", new, old)
+
+    def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str,
+              body, subresource: str = "", dry_run: bool = False) -> tuple[dict, bool]:
+        """PATCH; returns (object, created). Apply patches create missing objects."""
+        with self.storage.lock:
+            old = self._load(rt, namespace or "", name)
+            if old is None:
+                if patch_type != patching.APPLY or subresource:
+                    raise not_found(rt, name)
+                obj = copy.deepcopy(body) if isinstance(body, dict) else {}
+                meta = obj.setdefault("metadata", {})
+                if meta.get("name") and meta["name"] != name:
+                    raise bad_request(f"the name of the object ({meta['name']}) does not match "
+                                      f"the name on the URL ({name})")
+                meta["name"] = name
+                meta.pop("managedFields", None)
+                return self.create(rt, namespace, obj, dry_run), True
+            if patch_type == patching.APPLY and isinstance(body, dict):
+                body = copy.deepcopy(body)
+                body.get("metadata", {}).pop("managedFields", None)
+                self._check_kind(rt, {"kind": body.get("kind"), "apiVersion": body.get("apiVersion")})
+            patched = patching.apply_patch(patch_type, old, body)
+            if not isinstance(patched, dict):
+                raise bad_request("the patched object is not an object")
+            patched.setdefault("metadata", {})
+            self._check_kind(rt, patched)
+            if patched["metadata"].get("name") != name:
+                raise bad_request(f"the name of the object ({patched['metadata'].get('name')}) "
+                                  f"does not match the name on the URL ({name})")
+            if not subresource and rt.has_status:
+                # A patch of the main resource cannot change status: drop its status part.
+                patched["status"] = old.get("status")
+                if patched["status"] is None:
+                    patched.pop("status")
+            return self._replace(rt, old, patched, subresource, dry_run, keep_status=False), False
+
+    # --- delete ---------------------------------------------------------------------------
+
+    def delete(self, rt: ResourceType, namespace: str | None, name: str,
+               options: dict | None = None, dry_run: bool = False) -> dict:
+        options = options or {}
+        with self.storage.lock:
+            old = self._existing(rt, namespace, name)
+            pre = options.get("preconditions") or {}
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"].get("resourceVersion"):
+                raise ApiError(409, "Conflict",
+                               f"Operation cannot be fulfilled on {rt.plural}"
+                               f"{'.' + rt.group if rt.group else ''} \"{name}\": Precondition "
+                               f"failed: ResourceVersion in precondition: "
+                               f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                               f"{old['metadata'].get('resourceVersion')}",
+                               {"name": name, "kind": rt.plural})
+            if pre.get("uid") and pre["uid"] != old["metadata"].get("uid"):
+                raise ApiError(409, "Conflict",
+                               f"Operation cannot be fulfilled on {rt.plural} \"{name}\": "
+                               f"Precondition failed: UID in precondition: {pre['uid']}, UID in "
+                               f"object meta: {old['metadata'].get('uid')}",
+                               {"name": name, "kind": rt.plural})
+            if dry_run:
+                return old
+            if old["metadata"].get("finalizers"):
+                if old["metadata"].get("deletionTimestamp"):
+                    return old
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                return self._store(rt, "MODIFIED", new, old)
+            if rt.key() == ("", "namespaces"):
+                self._delete_namespace_content(name)
+            return self._store(rt, "DELETED", old, old)
+
+    def _delete_namespace_content(self, namespace: str) -> None:
+        """What the namespace controller does later in a real cluster, done at once."""
+        for rt in REGISTRY:
+            if not rt.namespaced or rt.stored_as:
+                continue
+            for obj in self._load_all(rt):
+                if key_of(obj)[0] == namespace:
+                    self._store(rt, "DELETED", obj, obj)
+
+    def delete_collection(self, rt: ResourceType, opts: ListOptions, dry_run: bool = False) -> dict:
+        with self.storage.lock:
+            listed = self.list(rt, ListOptions(namespace=opts.namespace,
+                                               label_selector=opts.label_selector,
+                                               field_selector=opts.field_selector))
+            deleted = [self.delete(rt, key_of(o)[0], key_of(o)[1], dry_run=dry_run)
+                       for o in listed["items"]]
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(self.storage.resource_version)},
+                "items": deleted}

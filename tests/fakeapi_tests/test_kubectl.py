@@ -1,0 +1,90 @@
+"""kubectl (the real binary from .cache/tools) against the fake server."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+KUBECTL = Path(__file__).resolve().parents[2] / ".cache" / "tools" / "kubectl"
+
+pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl not installed in .cache/tools")
+
+INGRESS = """\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: demo
+  namespace: default
+spec:
+  ingressClassName: platform
+  rules:
+  - host: demo.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
+"""
+
+
+def kubectl(fake_api, *args, check=True):
+    proc = subprocess.run([str(KUBECTL), "--kubeconfig", str(fake_api.kubeconfig), *args],
+                          capture_output=True, text=True, timeout=60)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_create_get_apply_delete(fake_api, tmp_path):
+    manifest = tmp_path / "ingress.yaml"
+    manifest.write_text(INGRESS)
+    assert "created" in kubectl(fake_api, "create", "-f", str(manifest)).stdout
+    table = kubectl(fake_api, "get", "ingresses", "-A").stdout
+    assert "NAMESPACE" in table and "demo" in table and "demo.example.com" in table
+    as_json = json.loads(kubectl(fake_api, "get", "ingress", "demo", "-o", "json").stdout)
+    assert as_json["spec"]["rules"][0]["host"] == "demo.example.com"
+    manifest.write_text(INGRESS.replace("demo.example.com", "new.example.com"))
+    kubectl(fake_api, "apply", "--server-side", "-f", str(manifest))
+    assert fake_api.get("ingresses", "default", "demo")["spec"]["rules"][0]["host"] == "new.example.com"
+    assert fake_api.get("ingresses", "default", "demo")["metadata"]["generation"] == 2
+    kubectl(fake_api, "delete", "-f", str(manifest))
+    assert fake_api.get("ingresses", "default", "demo") is None
+
+
+def test_server_side_validation_errors_reach_kubectl(fake_api, tmp_path):
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(INGRESS.replace("path: /", "path: relative"))
+    proc = kubectl(fake_api, "create", "-f", str(manifest), check=False)
+    assert proc.returncode != 0
+    assert "must be an absolute path" in proc.stderr
+
+
+def test_get_missing_and_names(fake_api):
+    proc = kubectl(fake_api, "get", "configmap", "nope", check=False)
+    assert proc.returncode != 0 and 'configmaps "nope" not found' in proc.stderr
+    fake_api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})
+    assert kubectl(fake_api, "get", "cm", "-o", "name").stdout.split() == ["configmap/a"]
+
+
+def test_label_selector_and_delete_by_name(fake_api):
+    for name, app in (("a", "web"), ("b", "db")):
+        fake_api.create({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": name, "namespace": "default", "labels": {"app": app}}})
+    assert kubectl(fake_api, "get", "cm", "-l", "app=web", "-o", "name").stdout.split() == ["configmap/a"]
+    kubectl(fake_api, "delete", "configmap", "b")
+    assert fake_api.get("configmaps", "default", "b") is None
+
+
+def test_client_side_apply(fake_api, tmp_path):
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: default\n"
+                        "data:\n  a: '1'\n")
+    kubectl(fake_api, "apply", "-f", str(manifest))
+    manifest.write_text(manifest.read_text().replace("'1'", "'2'"))
+    kubectl(fake_api, "apply", "-f", str(manifest))
+    assert fake_api.get("configmaps", "default", "cfg")["data"] == {"a": "2"}

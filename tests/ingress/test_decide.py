@@ -1,0 +1,135 @@
+"""Reload or dynamic update, decided on plain data."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from platformd.ingress.decide import decide, shape
+from platformd.ingress.model import (
+    Backend,
+    Certificate,
+    Configuration,
+    Endpoint,
+    GlobalSettings,
+    Location,
+    ProxySettings,
+    Server,
+    SessionAffinity,
+    Timeouts,
+    TrafficShapingPolicy,
+)
+from platformd.ingress.render import render_nginx_conf
+from platformd.ingress.view import RuntimePaths
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+RUNTIME = RuntimePaths(Path("/run/pd"), Path("/opt/lua"), Path("/run/pd/c.crt"), Path("/run/pd/c.key"))
+
+
+def base() -> Configuration:
+    return Configuration(
+        servers=(
+            Server("a.com", tls_certificate="ns/a", locations=(Location("/", backend="svc"), Location("/c", backend="canary"))),
+        ),
+        backends=(
+            Backend("svc", endpoints=(Endpoint("10.0.0.1", 80),), alternative_backends=("canary",)),
+            Backend("canary", endpoints=(Endpoint("10.0.0.9", 80),), traffic_shaping_policy=TrafficShapingPolicy(weight=10)),
+        ),
+        certificates=(Certificate("ns/a", CERT, KEY, hostnames=("a.com",)),),
+    )
+
+
+def with_backend(config: Configuration, name: str, **changes) -> Configuration:
+    backends = tuple(replace(b, **changes) if b.name == name else b for b in config.backends)
+    return replace(config, backends=backends)
+
+
+def with_server(config: Configuration, **changes) -> Configuration:
+    return replace(config, servers=(replace(config.servers[0], **changes),))
+
+
+DYNAMIC_CHANGES = {
+    "endpoint added": lambda c: with_backend(c, "svc", endpoints=(Endpoint("10.0.0.1", 80), Endpoint("10.0.0.2", 80))),
+    "endpoints emptied": lambda c: with_backend(c, "svc", endpoints=()),
+    "canary weight": lambda c: with_backend(c, "canary", traffic_shaping_policy=TrafficShapingPolicy(weight=90)),
+    "canary header": lambda c: with_backend(c, "canary", traffic_shaping_policy=TrafficShapingPolicy(header="X-Canary")),
+    "canary removed": lambda c: with_backend(c, "svc", alternative_backends=()),
+    "algorithm": lambda c: with_backend(c, "svc", load_balance="ewma"),
+    "affinity": lambda c: with_backend(c, "svc", session_affinity=SessionAffinity()),
+    "hash key": lambda c: with_backend(c, "svc", upstream_hash_by="$request_uri"),
+    "certificate renewed": lambda c: replace(
+        c, certificates=(Certificate("ns/a", CERT.replace("MIIB", "MIIC"), KEY, hostnames=("a.com",)),)
+    ),
+    "certificate reference": lambda c: replace(
+        with_server(c, tls_certificate="ns/b"),
+        certificates=(*c.certificates, Certificate("ns/b", CERT.replace("MIIB", "MIID"), KEY)),
+    ),
+    "new backend": lambda c: replace(c, backends=(*c.backends, Backend("spare"))),
+}
+
+SHAPE_CHANGES = {
+    "location added": lambda c: with_server(c, locations=(*c.servers[0].locations, Location("/new", backend="svc"))),
+    "timeout": lambda c: with_server(
+        c, locations=(Location("/", backend="svc", proxy=ProxySettings(timeouts=Timeouts(read=5))), Location("/c", backend="canary"))
+    ),
+    "alias": lambda c: with_server(c, aliases=("www.a.com",)),
+    "server added": lambda c: replace(c, servers=(*c.servers, Server("b.com"))),
+    "global": lambda c: replace(c, settings=GlobalSettings(keepalive_timeout=10)),
+    "default backend": lambda c: replace(c, default_backend="svc"),
+}
+
+
+def test_first_apply_reloads_and_pushes_everything():
+    decision = decide(None, base())
+    assert decision.reload
+    assert [s.name for s in decision.sections] == ["backends", "certificates", "general"]
+
+
+def test_nothing_changed_is_a_noop():
+    assert decide(base(), base()).noop
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC_CHANGES))
+def test_dynamic_changes_need_no_reload(name):
+    desired = DYNAMIC_CHANGES[name](base())
+    decision = decide(base(), desired)
+    assert not decision.reload
+    assert decision.sections
+    assert "general" not in [s.name for s in decision.sections]
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC_CHANGES))
+def test_dynamic_changes_really_leave_nginx_conf_alone(name):
+    """The contract decide relies on: nothing dynamic is rendered."""
+    desired = DYNAMIC_CHANGES[name](base())
+    assert render_nginx_conf(desired, RUNTIME) == render_nginx_conf(base(), RUNTIME)
+
+
+def test_only_changed_sections_are_pushed():
+    endpoints = decide(base(), DYNAMIC_CHANGES["endpoint added"](base()))
+    assert [s.name for s in endpoints.sections] == ["backends"]
+    certs = decide(base(), DYNAMIC_CHANGES["certificate renewed"](base()))
+    assert [s.name for s in certs.sections] == ["certificates"]
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_CHANGES))
+def test_shape_changes_reload(name):
+    desired = SHAPE_CHANGES[name](base())
+    assert decide(base(), desired).reload
+    assert render_nginx_conf(desired, RUNTIME) != render_nginx_conf(base(), RUNTIME)
+
+
+def test_shape_and_dynamic_change_together():
+    desired = DYNAMIC_CHANGES["endpoint added"](SHAPE_CHANGES["location added"](base()))
+    decision = decide(base(), desired)
+    assert decision.reload and [s.name for s in decision.sections] == ["backends"]
+
+
+def test_shape_drops_only_dynamic_parts():
+    s = shape(base())
+    assert s.backends == () and s.certificates == ()
+    assert s.servers[0].tls_certificate is None
+    assert s.servers[0].locations == base().servers[0].locations

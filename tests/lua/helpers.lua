@@ -1,0 +1,66 @@
+-- Shared fixtures for the busted specs (not a spec itself).
+local M = {}
+
+function M.endpoints(n, base_port)
+  local out = {}
+  for i = 1, n do
+    out[i] = { address = "10.0.0." .. i, port = base_port or 8080 }
+  end
+  return out
+end
+
+--- Deterministic random(n) -> 1..n (a linear congruential generator), so specs
+-- never depend on math.random's sequence on this Lua version.
+function M.random(seed)
+  local state = seed or 12345
+  return function(n)
+    state = (state * 1103515245 + 12345) % 2147483648
+    return math.floor(state / 2147483648 * n) + 1
+  end
+end
+
+--- A dict with the get/set part of ngx.shared.DICT.
+function M.store()
+  local data = {}
+  return {
+    get = function(_, key) return data[key] end,
+    set = function(_, key, value) data[key] = value return true end,
+    data = data,
+  }
+end
+
+--- A fake clock: `clock.now()`, `clock.advance(s)`.
+function M.clock(start)
+  local t = start or 1000
+  return {
+    now = function() return t end,
+    advance = function(s) t = t + s end,
+  }
+end
+
+--- A request as balancer.lua builds it, with given variables and cookies;
+--- Set-Cookie values are collected in `request.cookies_set`.
+function M.request(vars, cookies)
+  local request = { cookies_set = {} }
+  request.var = function(name) return (vars or {})[name] end
+  request.cookie = function(name) return (cookies or {})[name] end
+  request.set_cookie = function(value) table.insert(request.cookies_set, value) end
+  return request
+end
+
+function M.deps(seed)
+  local clock = M.clock()
+  return { random = M.random(seed), store = M.store(), now = clock.now, clock = clock }
+end
+
+function M.count(balancer, times, make_request)
+  local counts = {}
+  for _ = 1, times do
+    local endpoint = balancer:balance(make_request and make_request() or M.request())
+    local key = endpoint.address .. ":" .. endpoint.port
+    counts[key] = (counts[key] or 0) + 1
+  end
+  return counts
+end
+
+return M

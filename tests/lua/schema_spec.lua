@@ -1,0 +1,124 @@
+local schema = require("util.schema")
+
+local NULL = setmetatable({}, { __tostring = function() return "null" end })
+local deps = {
+  null = NULL,
+  regex_ok = function(pattern)
+    if pattern:find("(", 1, true) and not pattern:find(")", 1, true) then
+      return nil, "missing )"
+    end
+    return true
+  end,
+  pem_ok = function(pem)
+    if pem:find("BEGIN CERTIFICATE", 1, true) then return true end
+    return nil, "not a PEM"
+  end,
+}
+
+local function backend(fields)
+  local b = { name = "ns-svc-80", endpoints = { { address = "10.1.0.5", port = 8080 } } }
+  for k, v in pairs(fields or {}) do b[k] = v end
+  return b
+end
+
+local function rejects(data, fragment)
+  local out, err = schema.validate_backends(data, deps)
+  assert.is_nil(out)
+  assert.is_truthy(err:find(fragment, 1, true), err)
+end
+
+describe("util.schema backends", function()
+  it("accepts the documented payload and normalises it", function()
+    local out = assert(schema.validate_backends({ backend({
+      load_balance = "ewma",
+      upstream_hash_by = NULL,
+      session_affinity = { type = "cookie", mode = "persistent", cookie = { name = "route", max_age = 3600, path = "/", samesite = "Lax", secure = false } },
+      alternative_backends = { "ns-canary-80" },
+      traffic_shaping_policy = { weight = 30, weight_total = 100, header = "X-Canary", header_value = "", header_pattern = "", cookie = "canary" },
+      unknown_field = 1,
+    }) }, deps))
+    local b = out[1]
+    assert.equals("ewma", b.load_balance)
+    assert.is_nil(b.upstream_hash_by)
+    assert.equals("persistent", b.session_affinity.mode)
+    assert.equals(30, b.traffic_shaping_policy.weight)
+    assert.is_nil(b.unknown_field)
+  end)
+
+  it("accepts an empty list and empty endpoints", function()
+    assert.same({}, schema.validate_backends({}, deps))
+    assert.same({}, schema.validate_backends({ backend({ endpoints = {} }) }, deps)[1].endpoints)
+  end)
+
+  it("defaults weight_total to 100 and mode to balanced", function()
+    local b = schema.validate_backends({ backend({
+      traffic_shaping_policy = { weight = 10 },
+      session_affinity = { type = "cookie" },
+    }) }, deps)[1]
+    assert.equals(100, b.traffic_shaping_policy.weight_total)
+    assert.equals("balanced", b.session_affinity.mode)
+  end)
+
+  it("rejects bad shapes with the path of the problem", function()
+    rejects({ name = "x" }, "must be an array")
+    rejects({ backend({ name = "" }) }, "data[1].name")
+    rejects({ backend({ name = "a b" }) }, "data[1].name")
+    rejects({ backend(), backend() }, "duplicate")
+    rejects({ backend({ endpoints = { { address = "10.0.0.1", port = "80" } } }) }, "port")
+    rejects({ backend({ endpoints = { { address = "10.0.0.1", port = 70000 } } }) }, "port")
+    rejects({ backend({ endpoints = { { address = "10.0.0.1", port = 80.5 } } }) }, "port")
+    rejects({ backend({ endpoints = { { address = "a b", port = 80 } } }) }, "address")
+    rejects({ backend({ load_balance = "random" }) }, "unknown algorithm")
+    rejects({ backend({ upstream_hash_by = "request_uri" }) }, "upstream_hash_by")
+    rejects({ backend({ upstream_hash_by = "$uri;x" }) }, "upstream_hash_by")
+    rejects({ backend({ session_affinity = { type = "ip" } }) }, "session_affinity.type")
+    rejects({ backend({ session_affinity = { type = "cookie", mode = "sometimes" } }) }, "mode")
+    rejects({ backend({ session_affinity = { type = "cookie", cookie = { name = "a;b" } } }) }, "cookie.name")
+    rejects({ backend({ session_affinity = { type = "cookie", cookie = { path = "/a b" } } }) }, "cookie.path")
+    rejects({ backend({ session_affinity = { type = "cookie", cookie = { samesite = "lax" } } }) }, "samesite")
+    rejects({ backend({ traffic_shaping_policy = { weight = 101 } }) }, "weight")
+    rejects({ backend({ traffic_shaping_policy = { weight = -1 } }) }, "weight")
+    rejects({ backend({ traffic_shaping_policy = { header = "X Canary" } }) }, "header")
+    rejects({ backend({ traffic_shaping_policy = { header_pattern = "(" } }) }, "does not compile")
+    rejects({ backend({ alternative_backends = { 5 } }) }, "alternative_backends")
+  end)
+end)
+
+describe("util.schema certificates", function()
+  local pem = "-----BEGIN CERTIFICATE-----..."
+
+  it("accepts hosts, wildcards and a default", function()
+    local out = assert(schema.validate_certificates({
+      servers = { ["Example.com"] = "a", ["*.example.com"] = "a" },
+      certificates = { a = pem },
+      default = "a",
+    }, deps))
+    assert.equals("a", out.servers["example.com"])
+    assert.equals("a", out.servers["*.example.com"])
+    assert.equals("a", out.default)
+  end)
+
+  it("accepts a null default and empty maps", function()
+    local out = assert(schema.validate_certificates({ servers = {}, certificates = {}, default = NULL }, deps))
+    assert.is_nil(out.default)
+  end)
+
+  it("rejects unknown ids, bad hosts and bad PEMs", function()
+    local function err(data)
+      local out, e = schema.validate_certificates(data, deps)
+      assert.is_nil(out)
+      return e
+    end
+    assert.matches("unknown certificate", err({ servers = { ["a.com"] = "x" }, certificates = {} }))
+    assert.matches("unknown certificate", err({ certificates = {}, default = "x" }))
+    assert.matches("host name", err({ servers = { ["a b"] = "a" }, certificates = { a = pem } }))
+    assert.matches("not a PEM", err({ certificates = { a = "junk" } }))
+  end)
+end)
+
+describe("util.schema general", function()
+  it("takes any object", function()
+    assert.same({ status_codes = { a = 1 } }, schema.validate_general({ status_codes = { a = 1 } }, deps))
+    assert.is_nil(schema.validate_general("x", deps))
+  end)
+end)
