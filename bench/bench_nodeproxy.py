@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from platformd.nodeproxy.counting import CountingKernel  # noqa: E402
-from platformd.nodeproxy.kernel import MUTATING_METHODS  # noqa: E402
+from platformd.nodeproxy.kernel import MUTATING_METHODS, KernelError  # noqa: E402
 from platformd.nodeproxy.proxier import Proxier, ProxierOptions  # noqa: E402
 
 ENDPOINTS = 5
@@ -131,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     results = []
     for n in sizes:
-        r = bench_size(args.kernel, n)
+        try:
+            r = bench_size(args.kernel, n)
+        except KernelError as err:
+            print(f"bench_nodeproxy: {err}", file=sys.stderr)
+            return 1
         results.append(r)
         io, co, fo = r["initial_ops"], r["endpoint_change_ops"], r["full_resync_ops"]
         print(f"{n:>8}  {r['initial_sync_s']:>11.3f}s  {io['operations']:>6} ({io['writes']:>6})  "

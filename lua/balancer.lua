@@ -106,11 +106,17 @@ local function add_set_cookie(value)
   end
 end
 
-local function new_request()
+-- Response headers cannot be touched in the balancer phase: a pick made
+-- there (see M.balance) skips the Set-Cookie, and the next request re-picks.
+local function skip_set_cookie()
+  ngx.log(ngx.INFO, "sticky cookie not set: endpoint picked in the balancer phase")
+end
+
+local function new_request(can_set_cookie)
   return {
     var = function(name) return ngx.var[name] end,
     cookie = function(name) return ngx.var["cookie_" .. name] end,
-    set_cookie = add_set_cookie,
+    set_cookie = can_set_cookie and add_set_cookie or skip_set_cookie,
   }
 end
 
@@ -137,7 +143,7 @@ end
 
 --- Choose backend and endpoint for this request into ngx.ctx.platform, or
 -- return a status to end the request with.
-local function pick()
+local function pick(can_set_cookie)
   refresh()
   local name = ngx.var.proxy_upstream_name
   local backend = name and state.backends[name]
@@ -147,7 +153,7 @@ local function pick()
   end
   backend = choose_backend(backend)
   local instance = state.balancers[backend.name]
-  local request = new_request()
+  local request = new_request(can_set_cookie)
   local endpoint = instance:balance(request)
   if endpoint == nil then
     return nil, ngx.HTTP_SERVICE_UNAVAILABLE
@@ -164,7 +170,7 @@ local function pick()
 end
 
 function M.access()
-  local _, status = pick()
+  local _, status = pick(true)
   if status then
     return ngx.exit(status)
   end
@@ -200,7 +206,7 @@ function M.balance()
   if chosen == nil then
     -- Access phase did not run here (e.g. after an internal redirect).
     local status
-    chosen, status = pick()
+    chosen, status = pick(false)
     if chosen == nil then
       return ngx.exit(status)
     end

@@ -64,6 +64,18 @@ local SCHEMA_DEPS = {
 }
 M.SCHEMA_DEPS = SCHEMA_DEPS
 
+--- Master process, every (re)load: create the counters once so that later
+-- updates replace a number in place. `incr`/`set` that have to allocate may
+-- evict other keys when the dict is full (least recently used first), which
+-- could throw out the payload in force; in-place updates never allocate.
+-- `add` leaves existing counters alone, so a reload keeps the state.
+function M.init()
+  for section in pairs(M.SECTIONS) do
+    config:add(section .. ":seq", 0)
+    config:add(section .. ":version", 0)
+  end
+end
+
 ---------------------------------------------------------------------------
 -- Reading (any phase, any worker)
 ---------------------------------------------------------------------------
@@ -187,7 +199,7 @@ local function publish(section, version, on_drop)
     -- A later POST already won; ours is obsolete: drop it instead.
     obsolete = version
   else
-    config:set(section .. ":version", version)
+    config:replace(section .. ":version", version)
   end
   config:delete(section .. "@" .. obsolete)
   config:delete(section .. "#" .. obsolete)
@@ -296,7 +308,10 @@ local function post(section)
   if data == nil then
     return respond(400, { error = err })
   end
-  local version = config:incr(section .. ":seq", 1, 0)
+  local version = config:incr(section .. ":seq", 1)
+  if version == nil then
+    return respond(500, { error = "configuration counters missing; was platform.init() run?" })
+  end
   local ok
   if section == "certificates" then
     ok, err = store_certificates(version, data, body.checksum)
@@ -311,13 +326,12 @@ local function post(section)
 end
 
 local function get(section)
-  local version, raw, checksum = read_raw(section)
+  local version, raw = read_raw(section)
   if raw == nil then
     return respond(200, { version = 0, checksum = cjson.null, data = cjson.null })
   end
   -- Splice the version into the stored body instead of re-encoding it: the
   -- client gets exactly the JSON it posted (cjson would turn [] into {}).
-  local _ = checksum
   return respond(200, '{"version":' .. version .. "," .. raw:sub(2))
 end
 

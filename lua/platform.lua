@@ -17,6 +17,7 @@ function M.init()
   for _, name in ipairs(MODULES) do
     require(name)
   end
+  require("configuration").init()
 end
 
 --- Each worker: seed the random numbers used by round robin offsets, EWMA

@@ -7,6 +7,12 @@
   on without it would leave a half-working pod, so the listener writes which
   program failed to the marker file (``platformd.supervise`` reads it to exit
   1) and sends SIGTERM to supervisord, which stops the others gracefully.
+- supervisord only calls a program FATAL when it dies within ``startsecs``;
+  one that runs a few seconds and then crashes is restarted for ever. Such a
+  crash loop is treated as FATAL too: ``CRASH_LOOP_EXITS`` unexpected exits
+  within ``CRASH_LOOP_WINDOW`` seconds (5 in 120 s: a single kill or a
+  restart during a rollout stays far below; a program that cannot work hits
+  it within a minute, given supervisord's 1 s, 2 s, 3 s... restart delays).
 
 Protocol (supervisor's eventlistener): write READY, read a header line and a
 payload of ``len`` bytes, write ``RESULT 2\\nOK``.
@@ -19,7 +25,29 @@ import json
 import os
 import signal
 import sys
+import time
+from collections import defaultdict, deque
 from pathlib import Path
+
+CRASH_LOOP_EXITS = 5
+CRASH_LOOP_WINDOW = 120.0
+
+
+class CrashLoopDetector:
+    """Counts unexpected exits per program in a sliding window."""
+
+    def __init__(self, exits: int = CRASH_LOOP_EXITS, window: float = CRASH_LOOP_WINDOW) -> None:
+        self._exits = exits
+        self._window = window
+        self._times: dict[str, deque[float]] = defaultdict(deque)
+
+    def exited(self, program: str, now: float) -> bool:
+        """Record an unexpected exit; True when the program is crash-looping."""
+        times = self._times[program]
+        times.append(now)
+        while times and now - times[0] > self._window:
+            times.popleft()
+        return len(times) >= self._exits
 
 
 def parse_tokens(line: str) -> dict[str, str]:
@@ -37,12 +65,19 @@ def record_start(counts_file: Path, program: str) -> None:
     tmp.replace(counts_file)  # readers never see a half-written file
 
 
+def _give_up(marker: Path, program: str, why: str) -> None:
+    marker.write_text(program + "\n")
+    print(f"fatal-watch: program {program} {why}; stopping supervisord", file=sys.stderr, flush=True)
+    os.kill(os.getppid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="platformd-fatalwatch")
     parser.add_argument("--marker", required=True, type=Path)
     parser.add_argument("--starts", required=True, type=Path)
     args = parser.parse_args(argv)
     stdin, stdout = sys.stdin, sys.stdout
+    crash_loops = CrashLoopDetector()
     while True:
         stdout.write("READY\n")
         stdout.flush()
@@ -56,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         if event == "PROCESS_STATE_STARTING":
             record_start(args.starts, name)
         elif event == "PROCESS_STATE_FATAL":
-            args.marker.write_text(name + "\n")
-            print(f"fatal-watch: program {name} is FATAL; stopping supervisord", file=sys.stderr, flush=True)
-            os.kill(os.getppid(), signal.SIGTERM)
+            _give_up(args.marker, name, "is FATAL")
+        elif event == "PROCESS_STATE_EXITED" and payload.get("expected") == "0":
+            if crash_loops.exited(name, time.monotonic()):
+                _give_up(args.marker, name, f"crashed {CRASH_LOOP_EXITS} times in {CRASH_LOOP_WINDOW:.0f} s")
         stdout.write("RESULT 2\nOK")
         stdout.flush()
 

@@ -14,14 +14,35 @@ local bxor, band, rshift
 do
   -- LuaJIT ships `bit` (signed results), Lua 5.2 ships `bit32` (unsigned).
   -- Every result below is normalised with `% 2^32`, so either works.
+  -- Plain Lua 5.1 has neither: fall back to arithmetic on non-negative
+  -- integers below 2^32 (slow, but only unit tests ever take this path).
   local ok, lib = pcall(require, "bit")
   if not ok then
     ok, lib = pcall(require, "bit32")
   end
-  if not ok then
-    error("util.hash needs the 'bit' (LuaJIT) or 'bit32' (Lua 5.2) library")
+  if ok then
+    bxor, band, rshift = lib.bxor, lib.band, lib.rshift
+  else
+    local floor = math.floor
+    bxor = function(a, b)
+      local result, bitval = 0, 1
+      a, b = a % 4294967296, b % 4294967296
+      while a > 0 or b > 0 do
+        local x, y = a % 2, b % 2
+        if x ~= y then
+          result = result + bitval
+        end
+        a, b, bitval = floor(a / 2), floor(b / 2), bitval * 2
+      end
+      return result
+    end
+    band = function(a, mask) -- only ever used with mask 0xFF
+      return (a % 4294967296) % (mask + 1)
+    end
+    rshift = function(a, n)
+      return floor((a % 4294967296) / 2 ^ n)
+    end
   end
-  bxor, band, rshift = lib.bxor, lib.band, lib.rshift
 end
 
 local TWO32 = 4294967296

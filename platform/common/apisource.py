@@ -14,7 +14,7 @@ import http.client
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -48,18 +48,14 @@ class ApiSource:
         if continue_token:
             query.append(("continue", continue_token))
         path = resource.path(namespace)
-        body = kubeclient.request_json(self.api_client, "GET", path, query=query)
-        if not isinstance(body.get("items", []), list):
-            raise errors.InvalidResponse(f"GET {path}: list without an items array")
-        items = body.get("items") or []
-        # List items come without kind/apiVersion; watched objects have them.
-        # Fill them in so every object looks the same to handlers.
-        kind, api_version = resource.kind, resource.api_version
-        for item in items:
-            item["kind"] = kind
-            item["apiVersion"] = api_version
-        meta = body.get("metadata") or {}
-        return ListPage(items, meta.get("resourceVersion", ""), meta.get("continue") or "")
+        response = kubeclient.request(self.api_client, "GET", path, query=query)
+        try:
+            body = response.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise errors.ApiUnreachable(f"GET {path}: {kubeclient.describe_transport_error(exc)}") from exc
+        finally:
+            response.release_conn()
+        return parse_list(body, resource, path)
 
     def watch(self, resource: Resource, namespace: str | None, *,
               resource_version: str, timeout_seconds: int) -> _WatchStream:
@@ -72,6 +68,60 @@ class ApiSource:
                                   read=timeout_seconds + _WATCH_READ_SLACK)
         response = kubeclient.request(self.api_client, "GET", path, query=query, timeout=timeout)
         return _WatchStream(response, path)
+
+
+def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
+    """One list response (raw bytes) as a ``ListPage`` of plain dicts.
+
+    List items come without ``kind``/``apiVersion`` (watched objects have
+    them); they are filled in so every object looks the same to handlers.
+    """
+    try:
+        decoded = json.loads(body)
+    except ValueError as exc:
+        raise errors.InvalidResponse(f"GET {path}: answer is not JSON ({exc})") from None
+    items = decoded.get("items") if isinstance(decoded, dict) else None
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise errors.InvalidResponse(f"GET {path}: list without an items array")
+    kind, api_version = resource.kind, resource.api_version
+    for item in items:
+        item["kind"] = kind
+        item["apiVersion"] = api_version
+    meta = decoded.get("metadata") or {}
+    return ListPage(items, meta.get("resourceVersion", ""), meta.get("continue") or "")
+
+
+def decode_watch(chunks: Iterable[bytes], path: str = "") -> Iterator[WatchEvent]:
+    """Watch events from the chunks of a newline-delimited JSON stream.
+
+    Chunks may split or join lines anywhere. An ERROR event is raised as the
+    matching ``errors.ApiStatusError`` (410 → ``ResourceExpired``).
+    """
+    pending: list[bytes] = []  # parts of an unfinished line (a list: big objects come in many chunks)
+    loads = json.loads
+    for chunk in chunks:
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        if pending:
+            pending.append(chunk)
+            chunk = b"".join(pending)
+        lines = chunk.split(b"\n")
+        pending = [lines.pop()]
+        for line in lines:
+            if not line or line.isspace():
+                continue
+            try:
+                raw = loads(line)
+                kind = raw["type"]
+                obj = raw["object"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise errors.InvalidResponse(f"watch {path}: undecodable event ({exc})") from None
+            if kind == "ERROR":
+                raise errors.from_status(int(obj.get("code") or 500), obj)
+            yield WatchEvent(kind, obj)
 
 
 class _WatchStream:
@@ -88,32 +138,17 @@ class _WatchStream:
         self._close_lock = threading.Lock()
 
     def __iter__(self) -> Iterator[WatchEvent]:
-        pending = b""
-        loads = json.loads
         try:
-            while not self._closed.is_set():
-                chunk = self._read()
-                if not chunk:
-                    break
-                pending += chunk
-                if b"\n" not in chunk:
-                    continue
-                lines = pending.split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    try:
-                        raw = loads(line)
-                        kind = raw["type"]
-                        obj = raw["object"]
-                    except (ValueError, KeyError, TypeError) as exc:
-                        raise errors.InvalidResponse(f"watch {self._path}: undecodable event ({exc})") from None
-                    if kind == "ERROR":
-                        raise errors.from_status(int(obj.get("code") or 500), obj)
-                    yield WatchEvent(kind, obj)
+            yield from decode_watch(self._chunks(), self._path)
         finally:
             self.close()
+
+    def _chunks(self) -> Iterator[bytes]:
+        while not self._closed.is_set():
+            chunk = self._read()
+            if not chunk:
+                return
+            yield chunk
 
     def _read(self) -> bytes:
         try:

@@ -4,8 +4,9 @@
 
 1. decide (pure): reload, dynamic push, or nothing;
 2. reload when the shape changed: render, ``nginx -t`` the candidate, swap it
-   in atomically, SIGHUP, wait for new workers; on any failure the old file
-   and workers stay and the error is logged, counted and returned;
+   in atomically, pre-seed Lua with old+new backends, SIGHUP, wait for new
+   workers; on any failure the old file and workers stay and the error is
+   logged, counted and returned (start nginx instead if it is not running);
 3. push the dynamic sections to Lua and wait for its checksum (all of them
    after a reload or when the master changed, else only the changed ones);
 4. record ``desired`` as running, only now that all of the above succeeded.
@@ -26,7 +27,7 @@ import hashlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -100,6 +101,7 @@ class DataPlane:
         clock: Clock = REAL_CLOCK,
         templates_dir: Path | None = None,
         reload_timeout: float = 10.0,
+        start_nginx: bool = True,
     ) -> None:
         self.nginx = nginx
         self.lua = lua
@@ -107,6 +109,7 @@ class DataPlane:
         self.clock = clock
         self.templates_dir = templates_dir
         self.reload_timeout = reload_timeout
+        self.start_nginx = start_nginx  # False when a supervisor owns the nginx process
         self.metrics = Metrics(registry)
         self._apply_lock = threading.Lock()  # one apply (and so one reload) in flight
         self._pending_lock = threading.Lock()
@@ -158,47 +161,62 @@ class DataPlane:
     def _sync(self, desired: Configuration) -> ApplyResult:
         master = self.nginx.master_pid()
         decision = decide(self._running, desired)
-        kind = "dynamic" if decision.sections else "noop"
-        text_hash = ""
-        sections = decision.sections
+        kind, text_hash = ("dynamic" if decision.sections else "noop"), ""
         try:
             if master is None or decision.reload:
                 text = render_nginx_conf(desired, self.runtime, self.templates_dir)
                 text_hash = hashlib.sha256(text.encode()).hexdigest()
-                kind = self._reload_or_start(text, master)
+                kind = self._start(text) if master is None else self._reload(text, desired)
                 master = self.nginx.master_pid()
-            if master != self._pushed_to_master or kind in ("reload", "start"):
-                sections = dynamic_sections(desired)
+            # A new nginx (start, or restarted behind our back) has empty
+            # shared dicts; after a reload the contract says push again.
+            fresh = kind in ("start", "reload") or master != self._pushed_to_master
+            sections = dynamic_sections(desired) if fresh else decision.sections
             self._push(sections, master)
+            if kind == "noop" and sections:
+                kind = "dynamic"
         except (ValidationError, NginxError, LuaError) as exc:
             log.error("applying configuration failed (%s): %s", kind, exc)
             return ApplyResult(kind, exc, text_hash)
         self._running = desired
         return ApplyResult(kind, None, text_hash)
 
-    def _reload_or_start(self, text: str, master: int | None) -> str:
-        """Make nginx run ``text``; "start", "reload" or "noop" (file already live)."""
+    def _start(self, text: str) -> str:
+        """Bring nginx up on ``text`` (tested first). "start"."""
+        if not self.start_nginx:
+            raise NginxError("nginx is not running (its supervisor restarts it)")
+        self.nginx.files.prepare()
+        live = self.nginx.files.conf
+        if not live.exists() or live.read_text() != text:
+            self._install(text)
+        try:
+            self.nginx.start()
+        except NginxError:
+            self._reload_failed()
+            raise
+        self._record_reload(text)
+        return "start"
+
+    def _reload(self, text: str, desired: Configuration) -> str:
+        """Make the running nginx serve ``text``. "reload", or "noop" if it already does.
+
+        Between ``nginx -t`` and SIGHUP, Lua gets the union of the running
+        and the desired backends and certificates: new workers then find the
+        backends of new locations on their first request, and old workers
+        (or, should the reload fail, the old configuration) still find theirs.
+        """
         live = self.nginx.files.conf
         previous = live.read_text() if live.exists() else None
-        if master is None:
-            self.nginx.files.prepare()
-            if previous != text:
-                self._install(text)
-            self.nginx.start()
-            self._record_reload(text)
-            return "start"
         if previous == text:
             return "noop"
         self._install(text)
         try:
+            self._push(dynamic_sections(_union(self._running, desired)), self.nginx.master_pid())
             self.nginx.reload(timeout=self.reload_timeout)
-        except NginxError:
+        except (NginxError, LuaError):
             self._reload_failed()
             if previous is not None:
-                # nginx kept the old workers; put the file they run back.
-                restore = live.with_name(live.name + ".restore")
-                restore.write_text(previous)
-                os.replace(restore, live)
+                _write_atomically(live, previous)  # nginx kept the workers running it
             raise
         self._record_reload(text)
         return "reload"
@@ -224,3 +242,22 @@ class DataPlane:
         for section in sections:
             self.lua.push(section.name, section.data, section.checksum)
         self._pushed_to_master = master
+
+
+def _union(running: Configuration | None, desired: Configuration) -> Configuration:
+    """``desired`` plus the backends and certificates only ``running`` has."""
+    if running is None:
+        return desired
+    names = {b.name for b in desired.backends}
+    ids = {c.id for c in desired.certificates}
+    return replace(
+        desired,
+        backends=desired.backends + tuple(b for b in running.backends if b.name not in names),
+        certificates=desired.certificates + tuple(c for c in running.certificates if c.id not in ids),
+    )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".restore")
+    temporary.write_text(text)
+    os.replace(temporary, path)

@@ -52,12 +52,14 @@ class LuaClient:
         clock: Clock = REAL_CLOCK,
         deadline: float = 10.0,
         timeout: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.clock = clock
         self.deadline = deadline
         self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(socket_path)),
+            # ``transport`` replaces the unix socket (e.g. httpx.MockTransport).
+            transport=transport or httpx.HTTPTransport(uds=str(socket_path)),
             base_url="http://nginx-config",
             timeout=timeout,
         )

@@ -156,7 +156,7 @@ class Backend:
         name = v.backend_name("backend.name", self.name)
         where = f"backend[{name}]"
         _set(self, "endpoints", tuple(sorted(set(self.endpoints))))
-        _set(self, "load_balance", _checked(where, lambda: _enum(LoadBalance, "load_balance", self.load_balance)))
+        _set(self, "load_balance", _checked(where, _enum, LoadBalance, "load_balance", self.load_balance))
         _checked(where, v.upstream_hash_by, "upstream_hash_by", self.upstream_hash_by)
         alternatives = tuple(sorted(set(self.alternative_backends)))
         for alt in alternatives:
@@ -432,7 +432,7 @@ class Workers:
         v.positive_int("workers.connections", self.connections, maximum=1_000_000)
         v.positive_int("workers.shutdown_timeout", self.shutdown_timeout, maximum=86400, allow_zero=True)
         if self.user is not None:
-            v.cookie_name("workers.user", self.user)  # same alphabet as a POSIX user name
+            v.user_name("workers.user", self.user)
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,7 @@ class NginxProcess:
         Raises ``ConfigTestError`` and leaves the live file untouched when
         nginx refuses the candidate.
         """
+        self.files.prepare()  # nginx -t wants the temp and log directories
         candidate = self.files.candidate
         candidate.write_text(text)
         try:

@@ -48,6 +48,7 @@ __all__ = [
     "ssl_protocol",
     "upstream_hash_by",
     "upstream_vhost",
+    "user_name",
 ]
 
 
@@ -88,6 +89,7 @@ _REWRITE = re.compile(
 )
 _HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _COOKIE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _COOKIE_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e]{0,256}$")
 _SIZE = re.compile(r"^[0-9]{1,12}[kKmMgG]?$")
@@ -291,6 +293,14 @@ def cookie_path(field: str, value: object) -> str:
     text = _require_str(field, value)
     if not _COOKIE_PATH.fullmatch(text):
         raise ValidationError(field, value, "must be a path of letters, digits and . _ ~ / -")
+    return text
+
+
+def user_name(field: str, value: object) -> str:
+    """A POSIX user name (the nginx ``user`` directive)."""
+    text = _require_str(field, value)
+    if not _USER.fullmatch(text):
+        raise ValidationError(field, value, "must be a user name (lower-case letters, digits, '_', '-')")
     return text
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from platformd.ingress import validate as v
@@ -66,11 +66,15 @@ _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@=,-]*$")
 MAX_SOCKET_PATH = 107
 
 
-def _file_path(field: str, path: Path) -> str:
+def _plain_path(field: str, path: Path) -> str:
     text = str(path)
-    if not _SAFE_PATH.match(text):
+    if not _SAFE_PATH.fullmatch(text):
         raise v.ValidationError(field, text, "runtime paths must be absolute and plain (letters, digits, . _ / + @ = , -)")
-    return v.quote(text)
+    return text
+
+
+def _file_path(field: str, path: Path) -> str:
+    return v.quote(_plain_path(field, path))
 
 
 @dataclass(frozen=True)
@@ -160,18 +164,18 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
     zones: list[LimitZone] = []
     servers = tuple(_server(server, settings, zones) for server in config.servers)
     default_location = _default_location(config, settings)
+    lua_dir = _plain_path("lua_dir", paths.lua_dir)
     temp = {name: _file_path("temp_dir", paths.temp_dir / name) for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     return NginxView(
         worker_processes=str(settings.workers.processes or "auto"),
         worker_connections=settings.workers.connections,
         worker_shutdown_timeout=settings.workers.shutdown_timeout,
-        worker_user=settings.workers.user,
+        worker_user=v.user_name("workers.user", settings.workers.user) if settings.workers.user else None,
         pid_q=_file_path("pid", paths.pid_file),
         error_log_q=_file_path("error_log", paths.error_log),
         error_level=settings.logging.error_level,
-        lua_package_path_q=v.quote(
-            f"{_file_path('lua_dir', paths.lua_dir)[1:-1]}/?.lua;{_file_path('lua_dir', paths.lua_dir)[1:-1]}/?/init.lua;;"
-        ),
+        # Our modules first; ";;" appends the default path (resty.core, cjson).
+        lua_package_path_q=v.quote(f"{lua_dir}/?.lua;{lua_dir}/?/init.lua;;"),
         temp_dir_q=temp,
         access_log_q=_file_path("access_log", paths.access_log) if settings.logging.access_log else None,
         log_format_q=v.quote(v.log_format("logging.format", settings.logging.format), allow_variables=True),
@@ -180,14 +184,14 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         keepalive_requests=settings.keepalive_requests,
         upstream_keepalive=settings.upstream_keepalive_connections,
         forwarded_headers=settings.use_forwarded_headers,
-        ssl_protocols=" ".join(settings.tls.protocols),
-        ssl_ciphers_q=v.quote(settings.tls.ciphers),
+        ssl_protocols=" ".join(v.ssl_protocol("tls.protocols", p) for p in settings.tls.protocols),
+        ssl_ciphers_q=v.quote(v.ssl_ciphers("tls.ciphers", settings.tls.ciphers)),
         default_cert_q=_file_path("default_cert", paths.default_cert),
         default_key_q=_file_path("default_key", paths.default_key),
         http_port=settings.listen.http_port,
         https_port=settings.listen.https_port,
         reuse_port=settings.listen.reuse_port,
-        socket_q=v.quote("unix:" + _file_path("socket", paths.socket)[1:-1]),
+        socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
         hsts_q=_hsts(settings),
         limit_zones=tuple(zones),
         servers=servers,
@@ -357,5 +361,5 @@ def _default_location(config: Configuration, settings: GlobalSettings) -> Locati
     loc = Location(path="/", backend=backend)
     view = _location(loc, v.quote("/"), "_", settings, [])
     if config.default_backend is None:
-        return LocationView(**{**view.__dict__, "proxy": False, "return_line": "404"})
+        return replace(view, proxy=False, return_line="404")
     return view

@@ -11,7 +11,8 @@ Modules, from the outside in:
 * ``desired`` -- the state all Services ask for, with shared-object refcounts.
 * ``graceful`` -- weight 0, then delete when connections end (TCP).
 * ``iptables``, ``ipsets``, ``sysctls`` -- the fixed parts, as kube-proxy has them.
-* ``health``, ``metrics`` -- ``/healthz`` and ``/metrics``.
+* ``health``, ``metrics`` -- ``/healthz``, ``/status`` and ``/metrics``.
+* ``cleanup`` -- ``--cleanup``; ``ipvsview`` -- ``platformctl ipvs``.
 * ``kernel`` -- the one interface to the kernel; ``kernel_linux`` (pyroute2),
   ``fakekernel`` (in memory), ``dryrun`` (prints), ``counting`` (counts).
 """

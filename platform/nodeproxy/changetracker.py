@@ -63,6 +63,7 @@ class ChangeTracker(Generic[T]):
             self._note(key, current)
             if change.previous == change.current:
                 del self._items[key]
+                self._forget(key)
             pending = key in self._items
             count = len(self._items)
         if self._on_change is not None:
@@ -70,7 +71,10 @@ class ChangeTracker(Generic[T]):
         return pending
 
     def _note(self, key: str, current: dict | None) -> None:
-        """Hook for subclasses to remember extra facts per pending change."""
+        """Hook for subclasses to remember extra facts per pending change (lock held)."""
+
+    def _forget(self, key: str) -> None:
+        """Hook: the change of ``key`` cancelled out (lock held)."""
 
     def take(self) -> dict[str, Change[T]]:
         """Hand over the pending changes and start a new batch."""
@@ -92,7 +96,7 @@ class ServiceChangeTracker(ChangeTracker):
 
 class EndpointSliceChangeTracker(ChangeTracker):
     """Also remembers each pending slice's last-change-trigger-time, for the
-    network programming latency metric (``take_trigger_times``)."""
+    network programming latency metric (``take_with_trigger_times``)."""
 
     def __init__(self, on_change: Callable[[int], None] | None = None) -> None:
         super().__init__(parse_slice, on_change)
@@ -102,6 +106,9 @@ class EndpointSliceChangeTracker(ChangeTracker):
         t = trigger_time(current)
         if t and key not in self._triggers:
             self._triggers[key] = t  # the oldest unapplied trigger counts
+
+    def _forget(self, key: str) -> None:
+        self._triggers.pop(key, None)
 
     def take_with_trigger_times(self) -> tuple[dict[str, Change], list[str]]:
         """Like ``take``, plus the trigger times of the changes handed over."""

@@ -2,8 +2,11 @@
 
 :class:`DryRunKernel` keeps the would-be state in a :class:`FakeKernel` (so
 later syncs print only their difference, exactly like the real run) and
-writes one line per state-changing call. It never touches the real kernel,
-so it works on a kernel without IPVS.
+writes one line per state-changing call. It never changes the real kernel,
+so it works on a kernel without IPVS. The model starts empty: the first sync
+prints what a node without any of our state would get. Sysctls are the one
+exception: their current values are read from ``/proc/sys`` (read-only) when
+it has them, so only the ones that would really change are printed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ class DryRunKernel:
 
     def probe(self, schedulers: Any = ("rr",)) -> None:
         return None  # nothing is needed to print
+
+    def read_sysctl(self, name: str) -> str:
+        try:
+            with open(os.path.join("/proc/sys", name)) as f:
+                return f.read().strip()
+        except OSError:
+            return self.model.read_sysctl(name)
 
     def kernel_version(self) -> tuple[int, int, int]:
         """The host's version, so version-dependent sysctls print as they would apply."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from platformd.common.clock import REAL_CLOCK, Clock
 
-from .kernel import SCTP, TCP, UDP, Kernel, NotFound, RealServer, VirtualServer
+from .kernel import SCTP, TCP, UDP, Kernel, KernelError, NotFound, RealServer, VirtualServer
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 #: deleted anyway. kube-proxy waits without limit; a bound keeps a stuck
 #: long-lived connection from pinning a deleted Pod's address forever.
 DEFAULT_TIMEOUT = 600.0
+#: A terminating real server's counters are read at most this often: each
+#: check is a netlink dump, and IPVS updates its counters only every ~2 s.
+CHECK_INTERVAL = 1.0
 
 
 @dataclass
@@ -33,6 +36,7 @@ class _Item:
     vs: VirtualServer
     rs: RealServer
     deadline: float
+    next_check: float
 
 
 class GracefulTerminationManager:
@@ -56,14 +60,15 @@ class GracefulTerminationManager:
         if vs.protocol != TCP:
             self._delete(vs, rs)
             if vs.protocol in (UDP, SCTP):
-                self._kernel.clear_conntrack(vs.protocol, vs.address, vs.port, rs.address)
+                clear_conntrack(self._kernel, vs, rs.address)
             return
         if self._idle(vs, rs):
             self._delete(vs, rs)
             return
         if rs.weight != 0:
             self._kernel.update_real_server(vs, RealServer(rs.address, rs.port, 0))
-        self._items[(vs.key, rs.key)] = _Item(vs, rs, self._clock.monotonic() + self._timeout)
+        now = self._clock.monotonic()
+        self._items[(vs.key, rs.key)] = _Item(vs, rs, now + self._timeout, now + CHECK_INTERVAL)
 
     def cancel(self, vs: VirtualServer, rs_key: tuple[str, int]) -> bool:
         """Stop terminating ``rs_key`` of ``vs`` (its endpoint is back). True if it was terminating."""
@@ -77,12 +82,15 @@ class GracefulTerminationManager:
     def process(self) -> int:
         """Delete the terminating real servers that are idle or out of time.
 
-        One listing per virtual server involved. Returns how many were deleted.
+        Each is checked at most every CHECK_INTERVAL, with one listing per
+        virtual server involved. Returns how many were deleted.
         """
+        now = self._clock.monotonic()
         by_vs: dict[tuple, list[_Item]] = {}
         for item in self._items.values():
-            by_vs.setdefault(item.vs.key, []).append(item)
-        now = self._clock.monotonic()
+            if now >= item.next_check or now >= item.deadline:
+                item.next_check = now + CHECK_INTERVAL
+                by_vs.setdefault(item.vs.key, []).append(item)
         deleted = 0
         for items in by_vs.values():
             vs = items[0].vs
@@ -118,3 +126,17 @@ class GracefulTerminationManager:
             self._kernel.delete_real_server(vs, rs)
         except NotFound:
             pass
+
+
+def clear_conntrack(kernel: Kernel, vs: VirtualServer, real_address: str | None) -> None:
+    """Clear ``vs``'s conntrack entries (to ``real_address`` only, if given).
+
+    Best effort, as in kube-proxy: a failure (no conntrack tool, say) costs
+    some lost datagrams until the entries time out, while raising would fail
+    every sync that retries it. So it is logged, not raised.
+    """
+    try:
+        kernel.clear_conntrack(vs.protocol, vs.address, vs.port, real_address)
+    except KernelError as err:
+        log.warning("cannot clear conntrack entries of %s%s: %s", vs,
+                    f" to {real_address}" if real_address else "", err)

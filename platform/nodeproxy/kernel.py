@@ -372,9 +372,10 @@ class Kernel(Protocol):
         ...
 
     def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
-        """Delete conntrack entries of ``protocol`` whose original destination is
-        ``address``:``port`` and, if ``real_address`` is given, whose reply comes
-        from it (the NAT destination). Returns how many were deleted."""
+        """Delete conntrack entries of ``protocol`` (``UDP`` or ``SCTP``) whose
+        original destination is ``address``:``port`` and, if ``real_address`` is
+        given, whose reply comes from it (the NAT destination). Returns how many
+        were deleted (0 when there were none: not an error)."""
         ...
 
     def close(self) -> None:

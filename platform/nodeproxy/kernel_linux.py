@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 
 from pyroute2 import IPVS, IPRoute, IPSet, IPVSDest, IPVSService
 from pyroute2.ipset import PortEntry
+from pyroute2.netlink import genlmsg
 from pyroute2.netlink.generic import ipvs as genl_ipvs
 
 from .kernel import (
@@ -82,10 +83,16 @@ _SYSCTL_ROOT = Path("/proc/sys")
 _RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
-class _IPVSConfigMsg(genl_ipvs.ipvsmsg):
+class _IPVSConfigMsg(genlmsg):
     """An IPVS generic netlink message whose timeout attributes are uint32
-    (pyroute2 declares them ``hex``)."""
+    (pyroute2 declares them ``hex``).
 
+    It derives from ``genlmsg``, not ``ipvsmsg``: pyroute2 marks a message
+    class compiled on first use and a subclass inherits that mark, so a
+    subclass of an already used class would encode with its parent's table.
+    """
+
+    prefix = "IPVS_CMD_ATTR_"
     nla_map = (
         ("IPVS_CMD_ATTR_UNSPEC", "none"),
         ("IPVS_CMD_ATTR_SERVICE", "hex"),

@@ -31,7 +31,8 @@ from platformd.common.runner import BoundedFrequencyRunner
 from . import sysctls
 from .health import HTTPEndpoint
 from .kernel import SCHEDULERS, IPVSUnavailable, Kernel, KernelError
-from .proxier import Proxier, ProxierOptions, cleanup
+from .cleanup import remove_everything
+from .proxier import Proxier, ProxierOptions
 
 log = logging.getLogger("platformd.nodeproxy")
 
@@ -163,7 +164,7 @@ def _fail(message: str) -> int:
 def _run(args, kernel: Kernel, stop: threading.Event, clock) -> int:
     opts = options_from(args)
     if args.cleanup:
-        failures = cleanup(kernel, opts.node_ips)
+        failures = remove_everything(kernel, opts.node_ips)
         for f in failures:
             print(f"nodeproxy: cleanup: {f}", file=sys.stderr)
         return 1 if failures else 0

@@ -41,12 +41,13 @@ from platformd.common.clock import REAL_CLOCK, Clock
 
 from . import iptables, ipsets, sysctls
 from .changetracker import EndpointSliceChangeTracker, ServiceChangeTracker
+from .cleanup import remove_everything
 from .desired import DesiredState, Entry, Touched, VSKey
-from .graceful import DEFAULT_TIMEOUT, GracefulTerminationManager
+from .graceful import DEFAULT_TIMEOUT, GracefulTerminationManager, clear_conntrack
 from .health import ProxierHealth, node_eligible
 from .kernel import DUMMY_LINK, UDP, Exists, Kernel, KernelError, NotFound, RealServer, VirtualServer
 from .metrics import Metrics
-from .translate import Options, ServicePort, ServiceState, SliceInfo, object_key, service_state
+from .translate import Options, ServicePort, ServiceState, SliceInfo, service_state
 
 log = logging.getLogger(__name__)
 
@@ -160,20 +161,16 @@ class Proxier:
 
     # -- the sync ----------------------------------------------------------------
     def sync(self) -> SyncResult:
-        """Apply pending changes; a full reconcile when due. Raises KernelError to retry."""
+        """Apply pending changes; a full reconcile when due. Raises to be retried."""
         start = self.clock.monotonic()
         t0 = time.perf_counter()
         changed, trigger_times = self._take_changes()
-        touched = Touched()
-        for svc in sorted(changed):
-            touched.update(self._desired.set(svc, self._translate(svc)))
-        full = (self._needs_full or self._last_full is None
-                or start - self._last_full >= self.opts.sync_period)
+        touched = self._update_desired(changed)
+        full = self._full_due(start)
         try:
             if full:
                 self._full_sync()
-                self._last_full = start
-                self._needs_full = False
+                self._last_full, self._needs_full = start, False
             else:
                 self._apply(touched)
             if len(self.graceful):
@@ -188,6 +185,17 @@ class Proxier:
         self._record(start, full, duration, trigger_times)
         self.last_result = SyncResult(full, len(changed), duration)
         return self.last_result
+
+    def _update_desired(self, changed: set[str]) -> Touched:
+        """Recompute the changed Services' state; what may now differ in the kernel."""
+        touched = Touched()
+        for svc in sorted(changed):
+            touched.update(self._desired.set(svc, self._translate(svc)))
+        return touched
+
+    def _full_due(self, now: float) -> bool:
+        return (self._needs_full or self._last_full is None
+                or now - self._last_full >= self.opts.sync_period)
 
     def _take_changes(self) -> tuple[set[str], list[str]]:
         """Fold tracker changes into our maps; the Service keys to recompute."""
@@ -245,6 +253,10 @@ class Proxier:
             if when is not None and now_wall >= when:
                 m.programming.observe(now_wall - when)
         self.health.updated(start)
+        log.log(logging.INFO if full else logging.DEBUG,
+                "%s sync done in %.3fs: %d virtual servers, %d real servers, %d terminating",
+                "full" if full else "partial", duration, self._status["virtual_servers"],
+                self._status["real_servers"], self._status["terminating_real_servers"])
 
     # -- full sync -------------------------------------------------------------------
     def _full_sync(self) -> None:
@@ -352,7 +364,7 @@ class Proxier:
             # While a UDP service had no endpoints, clients' packets created
             # conntrack entries that lead nowhere; they would outlive the new
             # endpoints, so clear them (kube-proxy does the same).
-            self.kernel.clear_conntrack(UDP, vs.address, vs.port, None)
+            clear_conntrack(self.kernel, vs, None)
         for rkey in sorted(current.keys() - wanted.keys()):
             self.graceful.remove(vs, current.pop(rkey))
         for rkey, rs in sorted(wanted.items()):
@@ -372,37 +384,7 @@ class Proxier:
     # -- cleanup ---------------------------------------------------------------------
     def cleanup(self) -> list[str]:
         """Remove everything the node proxy creates. Returns failure messages."""
-        return cleanup(self.kernel, self._node_ips)
-
-
-def cleanup(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[str]:
-    """Delete our virtual servers (those on kube-ipvs0's addresses or the node
-    IPs), the dummy link, our iptables chains and jumps, and our ipsets.
-    Keeps going after a failure; returns one message per failure."""
-    failures: list[str] = []
-
-    def attempt(what: str, fn: Callable, *args) -> object:
-        try:
-            return fn(*args)
-        except NotFound:
-            return None
-        except KernelError as err:
-            failures.append(f"{what}: {err}")
-            return None
-
-    addresses = attempt("list kube-ipvs0 addresses", kernel.list_addresses, DUMMY_LINK) or set()
-    ours = set(addresses) | set(node_ips)
-    for vs in attempt("list virtual servers", kernel.list_virtual_servers) or ():
-        if vs.address in ours:
-            attempt(f"delete virtual server {vs}", kernel.delete_virtual_server, vs)
-    if addresses:
-        attempt(f"delete link {DUMMY_LINK}", kernel.delete_link, DUMMY_LINK)
-    for jump in iptables.JUMPS:
-        attempt(f"delete jump to {jump.rule[-1]}", kernel.delete_iptables_rule, jump.table, jump.chain, jump.rule)
-    attempt("delete iptables chains", kernel.restore_iptables, iptables.render_cleanup())
-    for name in ipsets.NAMES:
-        attempt(f"destroy ipset {name}", kernel.destroy_ipset, name)
-    return failures
+        return remove_everything(self.kernel, self._node_ips)
 
 
 def _tolerate(kind: type[KernelError], fn: Callable, *args) -> None:
@@ -427,4 +409,4 @@ def _parse_time(text: str) -> float | None:
         return None
 
 
-__all__ = ["Proxier", "ProxierOptions", "SyncResult", "cleanup", "node_addresses", "object_key"]
+__all__ = ["Proxier", "ProxierOptions", "SyncResult", "node_addresses"]

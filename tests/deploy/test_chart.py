@@ -272,10 +272,13 @@ def test_ingress_args_from_values(rendered):
 
 def test_extra_args(helm):
     docs = helm.template(sets=["ingress.extraArgs.source=api", "ingress.extraArgs.kubeconfig=false",
-                               "ingress.extraArgs.watch-ingress-without-class=true"])
+                               "ingress.extraArgs.watch-ingress-without-class=true",
+                               "ingress.publishStatusAddress=a: b # c", "ingress.publishService.enabled=false"])
     args = parse_args(container(workload(docs, INGRESS))["args"][1:])
     assert args["source"] == "api" and args["watch-ingress-without-class"] is True
     assert "kubeconfig" not in args
+    # Values are quoted as YAML strings, so YAML syntax in them stays text.
+    assert args["publish-status-address"] == "a: b # c"
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -401,3 +404,10 @@ def test_nodeproxy_privileged_mode(helm):
     docs = helm.template(sets=["ingress.enabled=false", "nodeproxy.enabled=true", "nodeproxy.privileged=true"])
     sc = container(workload(docs, NODEPROXY))["securityContext"]
     assert sc["privileged"] is True and "capabilities" not in sc
+
+
+def test_packaged_chart_renders_like_the_directory(helm, rendered, tmp_path):
+    helm.run("package", str(helmtool.CHART), "--destination", str(tmp_path))
+    (archive,) = tmp_path.glob("platform-*.tgz")
+    scenario = helmtool.scenarios()["both"]
+    assert helm.template(chart=archive, values=[scenario]) == rendered("both")

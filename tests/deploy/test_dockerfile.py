@@ -10,7 +10,6 @@ the non-root user the Helm chart runs the ingress role as, and a build context
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shutil
 import subprocess
@@ -138,23 +137,39 @@ def test_runs_as_the_user_the_chart_expects(final):
 
 # --- build context ------------------------------------------------------------
 
-def dockerignore_excludes(relpath: str) -> bool:
-    """Docker's rule: the last matching pattern wins; ``!`` re-includes.
+def _docker_pattern(pattern: str) -> re.Pattern:
+    """A .dockerignore pattern as a regex: Go filepath.Match plus ``**``.
 
-    A path is also excluded when a parent directory is (and not re-included).
+    ``*`` and ``?`` stop at ``/``; ``**`` spans any number of directories.
     """
-    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:[^/]+/)*", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out + r"\Z")
+
+
+def dockerignore_excludes(relpath: str) -> bool:
+    """Docker's rule: patterns apply in order and the last one matching the
+    path or one of its parent directories decides; ``!`` re-includes."""
+    lines = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()]
+    patterns = [line for line in lines if line and not line.startswith("#")]
     parts = relpath.split("/")
+    candidates = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
     excluded = False
-    for depth in range(1, len(parts) + 1):
-        prefix = "/".join(parts[:depth])
-        for pattern in patterns:
-            negate = pattern.startswith("!")
-            pat = pattern[1:] if negate else pattern
-            if fnmatch.fnmatchcase(prefix, pat) or (pat.startswith("**/") and fnmatch.fnmatchcase(
-                    prefix.rsplit("/", 1)[-1], pat[3:])):
-                excluded = not negate
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        regex = _docker_pattern(pattern.lstrip("!").strip("/"))
+        if any(regex.match(c) for c in candidates):
+            excluded = not negate
     return excluded
 
 
@@ -178,8 +193,19 @@ def test_copied_files_exist_and_are_in_the_build_context(stages):
 
 
 def test_build_context_leaves_out_local_state():
-    for path in (".venv", ".cache", ".git", "tests", "platform/__pycache__", "platform/common/x.pyc"):
+    for path in (".venv", ".cache/tools/helm", ".git", "tests/deploy/test_chart.py", "deploy/Dockerfile",
+                 "platform/__pycache__/cli.cpython-311.pyc", "platform/common/x.pyc"):
         assert dockerignore_excludes(path), path
+
+
+def test_build_context_keeps_every_source_file():
+    for top in ("platform", "lua", "templates"):
+        files = [p for p in (REPO / top).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+        assert files, top
+        for path in files:
+            rel = path.relative_to(REPO).as_posix()
+            assert not dockerignore_excludes(rel), f"{rel} would be missing from the image"
 
 
 def test_pyproject_readme_is_copied_for_the_build(stages):

@@ -20,19 +20,20 @@ class ApiError(Exception):
     """A request failed; `status()` is the body to send, `code` the HTTP status."""
 
     def __init__(self, code: int, reason: str, message: str, details: dict | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, metadata: dict | None = None):
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
         self.headers = headers or {}
+        self.metadata = metadata or {}   # ListMeta, e.g. the fresh continue token of a 410
 
     def status(self) -> dict:
         body = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.metadata),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -96,10 +97,8 @@ def unsupported_media_type(content_type: str) -> ApiError:
 
 
 def expired(message: str, continue_token: str | None = None) -> ApiError:
-    err = ApiError(410, "Expired", message)
-    if continue_token:
-        err.list_metadata = {"continue": continue_token}
-    return err
+    return ApiError(410, "Expired", message,
+                    metadata={"continue": continue_token} if continue_token else None)
 
 
 def gone_watch(requested: int, oldest: int) -> ApiError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from http.server import BaseHTTPRequestHandler
 import yaml
 
 from . import openapi, patching, resources, tables
-from .errors import ApiError, bad_request, forbidden, method_not_allowed, unauthorized
+from .errors import (ApiError, bad_request, method_not_allowed, unauthorized,
+                     unsupported_media_type)
 from .rbac import Attributes
 from .registry import ListOptions
 from .resources import ResourceType
@@ -61,7 +63,8 @@ def route_resource(group: str, version: str, rest: list[str]) -> Route:
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else ""
     if subresource and not (subresource == "status" and rt.has_status) \
-            and not (subresource == "finalize" and rt.plural == "namespaces"):
+            and not (subresource == "finalize" and rt.plural == "namespaces") \
+            and not (subresource == "token" and rt.token_subresource):
         raise _not_found_path()
     if name is not None and rt.namespaced and namespace is None:
         raise _not_found_path()
@@ -85,6 +88,17 @@ def _list_options(query: dict, namespace: str | None) -> ListOptions:
                        field_selector=one("fieldSelector"), resource_version=one("resourceVersion"),
                        resource_version_match=one("resourceVersionMatch"), limit=limit,
                        continue_token=one("continue"))
+
+
+def _deleted_status(rt: ResourceType, obj: dict) -> dict:
+    """What DELETE answers for most types once the object is gone."""
+    details = {"name": obj["metadata"]["name"]}
+    if rt.group:
+        details["group"] = rt.group
+    details["kind"] = rt.plural
+    details["uid"] = obj["metadata"].get("uid", "")
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -141,11 +155,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def _send_error(self, err: ApiError) -> None:
-        body = err.status()
-        list_meta = getattr(err, "list_metadata", None)
-        if list_meta:
-            body["metadata"] = list_meta
-        self._send_json(err.code, body, err.headers)
+        self._send_json(err.code, err.status(), err.headers)
 
     def do_GET(self):
         self._dispatch()
@@ -179,6 +189,8 @@ class Handler(BaseHTTPRequestHandler):
             user = api.authenticate(self.headers.get("Authorization"))
             if user is None:
                 raise unauthorized()
+            user = api.impersonate(user, self.headers.get("Impersonate-User"),
+                                   self.headers.get_all("Impersonate-Group") or [], self.path)
             parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
             if parts[:1] == ["api"] and len(parts) > 2 and parts[1] == "v1":
                 self._resource_request(user, "", "v1", parts[2:], query, body)
@@ -236,7 +248,15 @@ class Handler(BaseHTTPRequestHandler):
         api = self.server.api
         route = route_resource(group, version, rest)
         rt, method = route.rt, self.command
+        if route.legacy_watch and route.name:
+            # /watch/.../{name} is a watch of the collection narrowed to that name.
+            query = {**query, "fieldSelector": [f"metadata.name={route.name}"]}
+            route = Route(rt, route.namespace, None, "", True)
         watch = route.legacy_watch or _flag(query, "watch")
+        if method in ("PUT", "PATCH") and not route.name:
+            raise method_not_allowed()
+        if method == "POST" and route.name and route.subresource != "token":
+            raise method_not_allowed()
         verb = {
             "GET": "get" if route.name else ("watch" if watch else "list"),
             "HEAD": "get",
@@ -245,11 +265,17 @@ class Handler(BaseHTTPRequestHandler):
             "PATCH": "patch",
             "DELETE": "delete" if route.name else "deletecollection",
         }[method]
+        if (rt.virtual or route.subresource == "token") and verb != "create":
+            raise method_not_allowed()
         api.authorize(Attributes(user, verb, rt.group, rt.plural, route.subresource,
                                  route.namespace or "", route.name or ""), method, self.path)
         dry_run = "All" in query.get("dryRun", [])
         registry = api.registry
-        if verb == "get":
+        if rt.virtual:
+            self._send_json(201, api.review(rt, self._decode(body), user))
+        elif route.subresource == "token":
+            self._send_json(201, api.issue_token(route.namespace, route.name, self._decode(body)))
+        elif verb == "get":
             obj = registry.get(rt, route.namespace, route.name)
             self._send_object(rt, 200, obj, query)
         elif verb == "list":
@@ -258,8 +284,6 @@ class Handler(BaseHTTPRequestHandler):
         elif verb == "watch":
             self._watch(rt, _list_options(query, route.namespace), query)
         elif verb == "create":
-            if route.name:
-                raise method_not_allowed()
             obj = registry.create(rt, route.namespace, self._decode(body), dry_run)
             self._send_object(rt, 201, obj, query)
         elif verb == "update":
@@ -272,18 +296,25 @@ class Handler(BaseHTTPRequestHandler):
             patch_type = patching.media_type(self.headers.get("Content-Type"))
             patch = self._decode(body, yaml_ok=patch_type == patching.APPLY)
             obj, created = registry.patch(rt, route.namespace, route.name, patch_type, patch,
-                                          route.subresource, dry_run)
+                                          route.subresource, dry_run,
+                                          query.get("fieldManager", [None])[0])
             self._send_object(rt, 201 if created else 200, obj, query)
         elif verb == "delete":
             options = self._decode(body) if body.strip() else {}
             obj = registry.delete(rt, route.namespace, route.name, options, dry_run)
-            self._send_object(rt, 200, obj, query)
+            pending = bool(obj["metadata"].get("deletionTimestamp"))  # finalizers hold it
+            if rt.returns_deleted_object or pending:
+                self._send_object(rt, 200, obj, query)
+            else:
+                self._send_json(200, _deleted_status(rt, obj))
         else:
             result = registry.delete_collection(rt, _list_options(query, route.namespace), dry_run)
             self._send_json(200, result)
 
     def _decode(self, body: bytes, yaml_ok: bool = False):
         content_type = (self.headers.get("Content-Type") or "").lower()
+        if "protobuf" in content_type or "cbor" in content_type:
+            raise unsupported_media_type(content_type)
         try:
             if yaml_ok or "yaml" in content_type:
                 return yaml.safe_load(body.decode() or "{}")
@@ -320,12 +351,25 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
     def _client_gone(self) -> bool:
-        """True when the client closed its end (a readable socket with nothing to read)."""
+        """True when the client closed its end (a readable socket with nothing to read).
+
+        A watch client sends nothing while it reads the stream, so over TLS
+        (where peeking is not possible) reading a byte is harmless."""
+        conn = self.connection
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
+            if isinstance(conn, ssl.SSLSocket):
+                if not conn.pending() and not select.select([conn], [], [], 0)[0]:
+                    return False
+                conn.settimeout(0)
+                try:
+                    return conn.recv(1) == b""
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    return False
+                finally:
+                    conn.settimeout(None)
+            if not select.select([conn], [], [], 0)[0]:
                 return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
+            return conn.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True
 

@@ -46,6 +46,8 @@ def group_version_document(group: str, version: str) -> dict | None:
             scope = "/namespaces/{namespace}" if rt.namespaced else ""
             base = f"/{_gv_path(group, version)}{scope}/{rt.plural}"
             paths[base] = {"post": _operation(rt, "post")}
+            if rt.virtual:
+                continue
             paths[base + "/{name}"] = {"get": _operation(rt, "get"), "put": _operation(rt, "put"),
                                        "patch": _operation(rt, "patch"),
                                        "delete": _operation(rt, "delete")}

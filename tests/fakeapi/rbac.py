@@ -5,8 +5,8 @@ objects stored in the fake server itself, the way the real RBAC authorizer
 does: ClusterRoleBindings grant their ClusterRole's rules everywhere;
 RoleBindings grant a Role (same namespace) or a ClusterRole's rules inside
 their own namespace only. Members of `system:masters` may do anything.
-Discovery and other non-resource GETs are allowed to every authenticated
-user (the real `system:discovery`/`system:public-info-viewer` bindings).
+Every authenticated user may read discovery/version/health paths and create
+SelfSubjectAccessReviews, like the real server's bootstrap bindings.
 """
 
 from __future__ import annotations
@@ -121,6 +121,18 @@ def rule_allows(rule: dict, attrs: Attributes) -> bool:
     return not names or attrs.name in names
 
 
+# The real server's bootstrap policy grants every authenticated user these
+# (system:discovery, system:basic-user, system:public-info-viewer).
+_BASIC_USER_RULES = (
+    {"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi",
+                                           "/openapi/*", "/version", "/version/", "/healthz",
+                                           "/livez", "/readyz"]},
+    {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+     "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+    {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]},
+)
+
+
 class Authorizer:
     def __init__(self, storage: Storage):
         self._storage = storage
@@ -144,8 +156,8 @@ class Authorizer:
     def allowed(self, attrs: Attributes) -> bool:
         if "system:masters" in attrs.user.groups:
             return True
-        if not attrs.is_resource and attrs.verb == "get" \
-                and "system:authenticated" in attrs.user.groups:
+        if "system:authenticated" in attrs.user.groups \
+                and any(rule_allows(r, attrs) for r in _BASIC_USER_RULES):
             return True
         for binding in self._storage.objects(resolve("clusterrolebindings")):
             if any(_subject_matches(s, attrs.user, "") for s in binding.get("subjects") or []):
@@ -164,3 +176,40 @@ class Authorizer:
                 if any(rule_allows(r, attrs) for r in rules):
                     return True
         return False
+
+
+# --- access reviews and impersonation ---------------------------------------------------------
+
+def review_attributes(user: UserInfo, spec: dict) -> Attributes:
+    """The Attributes a (Self)SubjectAccessReview spec asks about."""
+    resource = spec.get("resourceAttributes")
+    if resource:
+        return Attributes(user, resource.get("verb", ""), resource.get("group", ""),
+                          resource.get("resource", ""), resource.get("subresource", ""),
+                          resource.get("namespace", ""), resource.get("name", ""))
+    non_resource = spec.get("nonResourceAttributes") or {}
+    return Attributes(user, non_resource.get("verb", ""), path=non_resource.get("path", ""))
+
+
+def impersonation_checks(user: UserInfo, target_user: str, groups: list[str]) -> list[Attributes]:
+    """What `user` must be allowed to do to act as `target_user` with `groups`."""
+    checks = []
+    if target_user.startswith("system:serviceaccount:"):
+        namespace, _, name = target_user[len("system:serviceaccount:"):].partition(":")
+        checks.append(Attributes(user, "impersonate", "", "serviceaccounts", "", namespace, name))
+    else:
+        checks.append(Attributes(user, "impersonate", "", "users", "", "", target_user))
+    checks += [Attributes(user, "impersonate", "", "groups", "", "", g) for g in groups]
+    return checks
+
+
+def impersonated(target_user: str, groups: list[str]) -> UserInfo:
+    """The user a request runs as once impersonation is allowed; like the real
+    server, service accounts get their implicit groups and everyone gets
+    system:authenticated."""
+    all_groups = list(groups)
+    if target_user.startswith("system:serviceaccount:"):
+        namespace = target_user[len("system:serviceaccount:"):].partition(":")[0]
+        all_groups += ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+    all_groups.append("system:authenticated")
+    return UserInfo(target_user, tuple(dict.fromkeys(all_groups)))

@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from . import conversion, patching, selectors
+from . import apply, conversion, patching, selectors
 from .errors import (ApiError, already_exists, bad_request, expired, invalid_object, not_found,
                      stale_update, too_large_resource_version)
 from .resources import REGISTRY, ResourceType, resolve
@@ -47,10 +47,22 @@ def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
-def _without_rv(obj: dict) -> dict:
-    clone = copy.deepcopy(obj)
-    clone.get("metadata", {}).pop("resourceVersion", None)
-    return clone
+def _keep_service_allocations(old: dict, new: dict) -> None:
+    """An update that leaves cluster IPs or node ports unset keeps the allocated
+    ones, like the real server (it does not allocate new ones)."""
+    old_spec, spec = old.get("spec") or {}, new.setdefault("spec", {})
+    if spec.get("type", "ClusterIP") == "ExternalName":
+        return
+    for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+        if not spec.get(field) and old_spec.get(field):
+            spec[field] = copy.deepcopy(old_spec[field])
+    old_ports = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort")
+                 for p in old_spec.get("ports") or []}
+    if spec.get("type") in ("NodePort", "LoadBalancer"):
+        for port in spec.get("ports") or []:
+            allocated = old_ports.get((port.get("port"), port.get("protocol", "TCP")))
+            if not port.get("nodePort") and allocated:
+                port["nodePort"] = allocated
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,16 @@ class Registry:
                                f'content in namespace {namespace} because it is being terminated')
 
     def _check_invalid(self, rt: ResourceType, obj: dict, old: dict | None) -> None:
+        not_base64 = conversion.invalid_base64(rt, obj)
+        if not_base64 is not None:
+            raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a '
+                              f'{rt.kind}: illegal base64 data in {json.dumps(not_base64[:20])}')
+        bad_times = conversion.normalize_times(rt, obj)
+        if bad_times:
+            field, value = bad_times[0]
+            raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a '
+                              f'{rt.kind}: parsing time {json.dumps(str(value))} as '
+                              f'"2006-01-02T15:04:05Z07:00": cannot parse {field}')
         errs = validate_update(rt, old, obj) if old is not None else validate(rt, obj)
         if errs:
             name = (obj.get("metadata") or {}).get("name") or ""
@@ -151,8 +173,9 @@ class Registry:
         with self.storage.lock:
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = self._generate_name(rt, meta)
-            self._check_invalid(rt, obj, None)
+            # The real order: admission (namespace exists), validation, then storage.
             self._require_namespace(rt, meta.get("namespace"))
+            self._check_invalid(rt, obj, None)
             if self._load(rt, meta.get("namespace") or "", meta["name"]) is not None:
                 raise already_exists(rt, meta["name"])
             self._stamp_new(rt, obj)
@@ -184,7 +207,7 @@ class Registry:
         meta = obj["metadata"]
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
-        for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         if rt.tracks_generation:
             meta["generation"] = 1
@@ -411,15 +434,18 @@ class Registry:
                 new_meta[field] = old_meta[field]
             else:
                 new_meta.pop(field, None)
+        if "managedFields" not in new_meta and "managedFields" in old_meta:
+            new_meta["managedFields"] = old_meta["managedFields"]  # omitted means "keep"
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         if rt.tracks_generation and _content(new) != _content(old):
             new_meta["generation"] = old_meta.get("generation", 1) + 1
         if rt.key() == ("", "secrets") and new.get("stringData"):
             self._default(rt, new)
         if rt.key() == ("", "services"):
+            _keep_service_allocations(old, new)
             self._default_service(new)
         self._check_invalid(rt, new, old)
-        if new == old or _without_rv(new) == _without_rv(old):
+        if new == old:
             return old  # a no-op write keeps its resourceVersion and emits no event
         if dry_run:
             return new
@@ -428,39 +454,57 @@ class Registry:
         return self._store(rt, "MODIFIED", new, old)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str,
-              body, subresource: str = "", dry_run: bool = False) -> tuple[dict, bool]:
+              body, subresource: str = "", dry_run: bool = False,
+              field_manager: str | None = None) -> tuple[dict, bool]:
         """PATCH; returns (object, created). Apply patches create missing objects."""
+        if patch_type == patching.APPLY:
+            return self._apply(rt, namespace, name, body, subresource, dry_run, field_manager)
+        with self.storage.lock:
+            old = self._existing(rt, namespace, name)
+            patched = patching.apply_patch(patch_type, old, body)
+            return self._replace_patched(rt, old, patched, name, subresource, dry_run), False
+
+    def _apply(self, rt: ResourceType, namespace: str | None, name: str, body,
+               subresource: str, dry_run: bool, field_manager: str | None) -> tuple[dict, bool]:
+        errs = apply.check_options(field_manager)
+        if errs:
+            raise ApiError(422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: {errs[0]}',
+                           {"group": "meta.k8s.io", "kind": "PatchOptions",
+                            "causes": [{"reason": e.type, "message": e.body(), "field": e.field}
+                                       for e in errs]})
+        if not isinstance(body, dict):
+            raise bad_request("apply patch must be a YAML or JSON object")
+        self._check_kind(rt, {"kind": body.get("kind"), "apiVersion": body.get("apiVersion")})
+        meta = body.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name "
+                              f"on the URL ({name})")
         with self.storage.lock:
             old = self._load(rt, namespace or "", name)
             if old is None:
-                if patch_type != patching.APPLY or subresource:
+                if subresource:
                     raise not_found(rt, name)
-                obj = copy.deepcopy(body) if isinstance(body, dict) else {}
-                meta = obj.setdefault("metadata", {})
-                if meta.get("name") and meta["name"] != name:
-                    raise bad_request(f"the name of the object ({meta['name']}) does not match "
-                                      f"the name on the URL ({name})")
-                meta["name"] = name
-                meta.pop("managedFields", None)
+                obj = apply.apply(None, body, field_manager, rt.api_version)
+                obj["metadata"]["name"] = name
                 return self.create(rt, namespace, obj, dry_run), True
-            if patch_type == patching.APPLY and isinstance(body, dict):
-                body = copy.deepcopy(body)
-                body.get("metadata", {}).pop("managedFields", None)
-                self._check_kind(rt, {"kind": body.get("kind"), "apiVersion": body.get("apiVersion")})
-            patched = patching.apply_patch(patch_type, old, body)
-            if not isinstance(patched, dict):
-                raise bad_request("the patched object is not an object")
-            patched.setdefault("metadata", {})
-            self._check_kind(rt, patched)
-            if patched["metadata"].get("name") != name:
-                raise bad_request(f"the name of the object ({patched['metadata'].get('name')}) "
-                                  f"does not match the name on the URL ({name})")
-            if not subresource and rt.has_status:
-                # A patch of the main resource cannot change status: drop its status part.
-                patched["status"] = old.get("status")
-                if patched["status"] is None:
-                    patched.pop("status")
-            return self._replace(rt, old, patched, subresource, dry_run, keep_status=False), False
+            applied = apply.apply(old, body, field_manager, rt.api_version)
+            return self._replace_patched(rt, old, applied, name, subresource, dry_run), False
+
+    def _replace_patched(self, rt: ResourceType, old: dict, patched, name: str,
+                         subresource: str, dry_run: bool) -> dict:
+        if not isinstance(patched, dict):
+            raise bad_request("the patched object is not an object")
+        patched.setdefault("metadata", {})
+        self._check_kind(rt, patched)
+        if patched["metadata"].get("name") != name:
+            raise bad_request(f"the name of the object ({patched['metadata'].get('name')}) "
+                              f"does not match the name on the URL ({name})")
+        if not subresource and rt.has_status:
+            # A patch of the main resource cannot change status: keep the stored one.
+            patched.pop("status", None)
+            if "status" in old:
+                patched["status"] = old["status"]
+        return self._replace(rt, old, patched, subresource, dry_run, keep_status=False)
 
     # --- delete ---------------------------------------------------------------------------
 

@@ -37,6 +37,9 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     name_rule: str = "subdomain"        # subdomain | label | dns1035 | path
     stored_as: tuple[str, str] | None = None  # (group, plural) whose storage this type is a view of
+    returns_deleted_object: bool = False  # DELETE answers with the object, not a Success Status
+    virtual: bool = False               # create-only, computed answer, nothing stored (reviews)
+    token_subresource: bool = False     # serviceaccounts/{name}/token (TokenRequest)
 
     @property
     def api_version(self) -> str:
@@ -62,7 +65,7 @@ class ResourceType:
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(_VERBS),
+            "verbs": ["create"] if self.virtual else list(_VERBS),
         }
         if self.short_names:
             entry["shortNames"] = list(self.short_names)
@@ -73,6 +76,10 @@ class ResourceType:
             entries.append({"name": f"{self.plural}/status", "singularName": "",
                             "namespaced": self.namespaced, "kind": self.kind,
                             "verbs": ["get", "patch", "update"]})
+        if self.token_subresource:
+            entries.append({"name": f"{self.plural}/token", "singularName": "",
+                            "namespaced": self.namespaced, "group": "authentication.k8s.io",
+                            "version": "v1", "kind": "TokenRequest", "verbs": ["create"]})
         return entries
 
 
@@ -82,17 +89,18 @@ def _r(group, version, plural, kind, namespaced, **kw) -> ResourceType:
 
 REGISTRY: tuple[ResourceType, ...] = (
     _r("", "v1", "namespaces", "Namespace", False, short_names=("ns",), has_status=True,
-       name_rule="label"),
+       name_rule="label", returns_deleted_object=True),
     _r("", "v1", "services", "Service", True, short_names=("svc",), has_status=True,
-       categories=("all",), name_rule="dns1035"),
+       categories=("all",), name_rule="dns1035", returns_deleted_object=True),
     _r("", "v1", "endpoints", "Endpoints", True, short_names=("ep",)),
     _r("", "v1", "secrets", "Secret", True),
     _r("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
     _r("", "v1", "nodes", "Node", False, short_names=("no",), has_status=True),
     _r("", "v1", "pods", "Pod", True, short_names=("po",), has_status=True,
-       categories=("all",)),
+       categories=("all",), returns_deleted_object=True),
     _r("", "v1", "events", "Event", True, short_names=("ev",)),
-    _r("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    _r("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",),
+       returns_deleted_object=True, token_subresource=True),
     _r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     _r("networking.k8s.io", "v1", "ingresses", "Ingress", True, short_names=("ing",),
        has_status=True, tracks_generation=True),
@@ -105,6 +113,10 @@ REGISTRY: tuple[ResourceType, ...] = (
     _r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, name_rule="path"),
     _r("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
        name_rule="path"),
+    _r("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+       virtual=True),
+    _r("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
+       virtual=True),
 )
 
 

@@ -13,9 +13,13 @@ skip authentication, and two conveniences apply (documented per method).
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 import socket
 import threading
+import time
+from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 
 import yaml
@@ -23,10 +27,12 @@ import yaml
 from .errors import ApiError, forbidden
 from .faults import Faults
 from .handler import Handler
+from . import rbac as rbac_rules
 from .rbac import ADMIN_TOKEN, Attributes, Authenticator, Authorizer, UserInfo, service_account_user
 from .registry import SYSTEM_NAMESPACES, ListOptions, Registry
 from .resources import ResourceType, resolve
 from .storage import Storage
+from .tls import serving_cert
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -34,11 +40,16 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     block_on_close = False
 
-    def __init__(self, address, api: "FakeApiServer"):
+    def __init__(self, address, api: "FakeApiServer", ssl_context=None):
         self.api = api
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         super().__init__(address, Handler)
+        if ssl_context is not None:
+            # The handshake happens on the handler's first read, in its own
+            # thread, so a slow client cannot stall the accept loop.
+            self.socket = ssl_context.wrap_socket(self.socket, server_side=True,
+                                                  do_handshake_on_connect=False)
 
     def process_request(self, request, client_address):
         with self._connections_lock:
@@ -64,7 +75,11 @@ class FakeApiServer:
     """A Kubernetes API server in a thread, for tests. See docs/architecture.md."""
 
     def __init__(self, history_limit: int = 1000, rbac: bool = False,
-                 bookmark_interval: float = 1.0, port: int = 0, host: str = "127.0.0.1"):
+                 bookmark_interval: float = 1.0, port: int = 0, host: str = "127.0.0.1",
+                 tls: bool | None = None):
+        """`rbac=True` authenticates bearer tokens and authorizes with the stored
+        RBAC objects. `tls` (default: same as `rbac`) serves https with a
+        self-signed certificate, because kubectl sends tokens only over TLS."""
         self.storage = Storage(history_limit)
         self.registry = Registry(self.storage)
         self.faults = Faults(self.storage)
@@ -72,6 +87,8 @@ class FakeApiServer:
         self.denied_requests: list[dict] = []
         self.bookmark_interval = bookmark_interval
         self.rbac = rbac
+        self.tls = rbac if tls is None else tls
+        self._cert = serving_cert() if self.tls else None
         self.host = host
         self.port = port
         self.stopping = False
@@ -89,7 +106,8 @@ class FakeApiServer:
         if self._httpd is not None:
             return self
         self.stopping = False
-        self._httpd = _HTTPServer((self.host, self.port), self)
+        self._httpd = _HTTPServer((self.host, self.port), self,
+                                  self._cert.server_context() if self._cert else None)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"fakeapi:{self.port}", daemon=True)
@@ -122,7 +140,12 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    @property
+    def ca_file(self) -> str | None:
+        """The PEM file to trust for this server's https, or None over http."""
+        return self._cert.cert_file if self._cert else None
 
     def write_kubeconfig(self, path, token: str | None = None, namespace: str = "default") -> str:
         """Write a kubeconfig for the `kubernetes` client and kubectl.
@@ -133,10 +156,13 @@ class FakeApiServer:
         if token is None and self.rbac:
             token = ADMIN_TOKEN
         user = {"token": token} if token else {}
+        cluster = {"server": self.url}
+        if self._cert:
+            cluster["certificate-authority-data"] = base64.b64encode(self._cert.pem()).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fakeapi", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "fakeapi", "cluster": cluster}],
             "users": [{"name": "fakeapi", "user": user}],
             "contexts": [{"name": "fakeapi",
                           "context": {"cluster": "fakeapi", "user": "fakeapi", "namespace": namespace}}],
@@ -161,13 +187,59 @@ class FakeApiServer:
             return UserInfo("fakeapi-admin", ("system:masters", "system:authenticated"))
         return self._authenticator.authenticate(authorization)
 
-    def authorize(self, attrs: Attributes, method: str, path: str) -> None:
-        if not self.rbac or self._authorizer.allowed(attrs):
-            return
+    def impersonate(self, user: UserInfo, target: str | None, groups: list[str], path: str) -> UserInfo:
+        """Apply Impersonate-User/-Group headers (`kubectl --as`), if allowed."""
+        if not target:
+            if groups:
+                raise ApiError(500, "InternalError", "Internal error occurred: requested "
+                               f"impersonation of groups {groups} without impersonating a user")
+            return user
+        for attrs in rbac_rules.impersonation_checks(user, target, groups):
+            if self.rbac and not self._authorizer.allowed(attrs):
+                self._record_denied(attrs, "IMPERSONATE", path)
+                raise forbidden(user.name, "impersonate", _Named(attrs.resource, ""), "",
+                                attrs.name, attrs.namespace or None)
+        return rbac_rules.impersonated(target, groups)
+
+    def review(self, rt: ResourceType, body: dict, user: UserInfo) -> dict:
+        """Answer a SelfSubjectAccessReview (about `user`) or SubjectAccessReview."""
+        body = body if isinstance(body, dict) else {}
+        spec = dict(body.get("spec") or {})
+        if rt.kind == "SubjectAccessReview":
+            subject = UserInfo(spec.get("user", ""), tuple(spec.get("groups") or ()))
+        else:
+            subject = user
+        attrs = rbac_rules.review_attributes(subject, spec)
+        allowed = not self.rbac or self._authorizer.allowed(attrs)
+        status = {"allowed": allowed}
+        if allowed:
+            status["reason"] = "allowed by the fake API server's RBAC" if self.rbac else "RBAC disabled"
+        return {"kind": rt.kind, "apiVersion": rt.api_version,
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+
+    def issue_token(self, namespace: str, name: str, body: dict) -> dict:
+        """TokenRequest for a ServiceAccount (`kubectl create token`)."""
+        self.registry.get(resolve("serviceaccounts"), namespace, name)   # 404 if missing
+        spec = dict((body or {}).get("spec") or {}) if isinstance(body, dict) else {}
+        spec.setdefault("audiences", ["https://kubernetes.default.svc"])
+        spec.setdefault("expirationSeconds", 3600)
+        token = f"fakeapi-sa-{secrets.token_hex(16)}"
+        self.add_service_account_token(token, namespace, name)
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + spec["expirationSeconds"]))
+        return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+                "spec": spec, "status": {"token": token, "expirationTimestamp": expires}}
+
+    def _record_denied(self, attrs: Attributes, method: str, path: str) -> None:
         self.denied_requests.append({
             "user": attrs.user.name, "groups": list(attrs.user.groups), "verb": attrs.verb,
             "group": attrs.group, "resource": attrs.resource, "subresource": attrs.subresource,
             "namespace": attrs.namespace, "name": attrs.name, "method": method, "path": path})
+
+    def authorize(self, attrs: Attributes, method: str, path: str) -> None:
+        if not self.rbac or self._authorizer.allowed(attrs):
+            return
+        self._record_denied(attrs, method, path)
         if not attrs.is_resource:
             raise ApiError(403, "Forbidden", f'forbidden: User "{attrs.user.name}" cannot get path "{attrs.path}"')
         raise forbidden(attrs.user.name, attrs.verb, resolve(attrs.resource, _api_version(attrs.group)),
@@ -231,6 +303,13 @@ class FakeApiServer:
                         self.create(item)
                         count += 1
         return count
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A resource known only by name, for error messages about users/groups."""
+    plural: str
+    group: str
 
 
 def _api_version(group: str) -> str:

@@ -253,6 +253,9 @@ def _validate_service(obj: dict) -> list[FieldError]:
     return errs
 
 
+_LINK_LOCAL_MULTICAST = {4: ipaddress.ip_network("224.0.0.0/24"), 6: ipaddress.ip_network("ff02::/16")}
+
+
 def _endpoint_address_errors(field: str, address, address_type: str) -> list[FieldError]:
     if address_type == "FQDN":
         return [invalid(field, address, m) for m in dns1123_subdomain_errors(str(address))]
@@ -268,7 +271,7 @@ def _endpoint_address_errors(field: str, address, address_type: str) -> list[Fie
     if ip.is_link_local:
         return [invalid(field, address,
                         "may not be in the link-local range (169.254.0.0/16, fe80::/10)")]
-    if ip.is_multicast:
+    if ip in _LINK_LOCAL_MULTICAST[ip.version]:
         return [invalid(field, address,
                         "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")]
     return []
@@ -470,15 +473,40 @@ def _validate_lease(obj: dict) -> list[FieldError]:
     return errs
 
 
+_CONFIG_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
+_CONFIG_KEY_MSG = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
+                   "(e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation "
+                   "is '[-._a-zA-Z0-9]+')")
+_MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _config_key_errors(field: str, keys) -> list[FieldError]:
+    errs = []
+    for key in keys:
+        if len(key) > 253:
+            errs.append(invalid(field, key, "must be no more than 253 characters"))
+        elif not _CONFIG_KEY_RE.match(key) or key in (".", ".."):
+            errs.append(invalid(field, key, _CONFIG_KEY_MSG))
+    return errs
+
+
+def _validate_configmap(obj: dict) -> list[FieldError]:
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    errs = _config_key_errors("data", data) + _config_key_errors("binaryData", binary)
+    for key in set(data) & set(binary):
+        errs.append(invalid("data", key, "duplicate of key present in binaryData"))
+    size = sum(len(k) + len(str(v)) for k, v in data.items()) + sum(
+        len(k) + len(str(v)) * 3 // 4 for k, v in binary.items())
+    if size > _MAX_CONFIG_BYTES:
+        errs.append(too_long("", _MAX_CONFIG_BYTES))
+    return errs
+
+
 def _validate_secret(obj: dict) -> list[FieldError]:
-    errs: list[FieldError] = []
     data = obj.get("data") or {}
-    for key in data:
-        if not re.match(r"^[-._a-zA-Z0-9]+$", key):
-            errs.append(invalid("data", key, "a valid config key must consist of alphanumeric "
-                                             "characters, '-', '_' or '.' (e.g. 'key.name',  or "
-                                             "'KEY_NAME',  or 'key-name', regex used for "
-                                             "validation is '[-._a-zA-Z0-9]+')"))
+    errs = _config_key_errors("data", data)
+    if sum(len(str(v)) * 3 // 4 for v in data.values()) > _MAX_CONFIG_BYTES:
+        errs.append(too_long("data", _MAX_CONFIG_BYTES))
     if obj.get("type") == "kubernetes.io/tls":
         for key in ("tls.crt", "tls.key"):
             if key not in data:
@@ -552,6 +580,7 @@ _BY_KIND = {
     ("networking.k8s.io", "ingressclasses"): _validate_ingress_class,
     ("coordination.k8s.io", "leases"): _validate_lease,
     ("", "secrets"): _validate_secret,
+    ("", "configmaps"): _validate_configmap,
     ("rbac.authorization.k8s.io", "roles"): _validate_rbac_rules,
     ("rbac.authorization.k8s.io", "clusterroles"): _validate_rbac_rules,
     ("rbac.authorization.k8s.io", "rolebindings"): _validate_binding,

@@ -1,6 +1,17 @@
 """Plain HTTP helpers for the fake API server tests."""
 
 
+def connect(server, timeout=10):
+    """An http.client connection to the fake server (https when it serves TLS)."""
+    import http.client
+    import ssl
+
+    if server.tls:
+        context = ssl.create_default_context(cafile=server.ca_file)
+        return http.client.HTTPSConnection(server.host, server.port, timeout=timeout, context=context)
+    return http.client.HTTPConnection(server.host, server.port, timeout=timeout)
+
+
 def raw(server, method, path, body=None, query=None, content_type="application/json",
         accept="application/json", token=None):
     """One plain HTTP request (no client retries); returns (status, parsed body, headers)."""
@@ -17,7 +28,7 @@ def raw(server, method, path, body=None, query=None, content_type="application/j
     if body is not None:
         headers["Content-Type"] = content_type
         payload = body if isinstance(body, (str, bytes)) else json.dumps(body)
-    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    conn = connect(server)
     try:
         conn.request(method, path, body=payload, headers=headers)
         resp = conn.getresponse()

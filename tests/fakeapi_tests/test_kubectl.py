@@ -88,3 +88,30 @@ def test_client_side_apply(fake_api, tmp_path):
     manifest.write_text(manifest.read_text().replace("'1'", "'2'"))
     kubectl(fake_api, "apply", "-f", str(manifest))
     assert fake_api.get("configmaps", "default", "cfg")["data"] == {"a": "2"}
+
+
+def test_auth_can_i_and_create_token_with_rbac(tmp_path):
+    from tests.fakeapi import FakeApiServer
+
+    srv = FakeApiServer(rbac=True).start()
+    try:
+        srv.kubeconfig = srv.write_kubeconfig(tmp_path / "admin")
+        srv.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": "ingress", "namespace": "platform"}})
+        srv.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": "read-ingresses"},
+                    "rules": [{"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"],
+                               "verbs": ["list", "watch"]}]})
+        kubectl(srv, "create", "clusterrolebinding", "ingress", "--clusterrole=read-ingresses",
+                "--serviceaccount=platform:ingress")
+        sa = "--as=system:serviceaccount:platform:ingress"
+        assert kubectl(srv, "auth", "can-i", "list", "ingresses", sa).stdout.strip() == "yes"
+        proc = kubectl(srv, "auth", "can-i", "delete", "ingresses", sa, check=False)
+        assert proc.stdout.strip() == "no" and proc.returncode == 1
+        token = kubectl(srv, "create", "token", "ingress", "-n", "platform").stdout.strip()
+        path = srv.write_kubeconfig(tmp_path / "sa", token=token)
+        proc = subprocess.run([str(KUBECTL), "--kubeconfig", path, "get", "secrets", "-A"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "Forbidden" in proc.stderr
+    finally:
+        srv.stop()

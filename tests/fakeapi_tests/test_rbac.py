@@ -7,7 +7,7 @@ from kubernetes import client, config
 
 from tests.fakeapi import FakeApiServer
 
-from .helpers import raw
+from .helpers import connect, raw
 
 SA_USER = "system:serviceaccount:platform:ingress"
 
@@ -137,3 +137,55 @@ def test_group_subjects_and_aggregated_cluster_roles(rbac_api):
                      "subjects": [{"kind": "Group", "name": "dev"}]})
     assert raw(rbac_api, "GET", "/api/v1/namespaces", token="t")[0] == 200
     assert raw(rbac_api, "GET", "/api/v1/namespaces/default", token="t")[0] == 403
+
+
+def test_access_reviews_and_impersonation(rbac_api, tmp_path):
+    _seed(rbac_api)
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": {"verb": "list", "group": "networking.k8s.io",
+                                              "resource": "ingresses"}}}
+    status, body, _ = raw(rbac_api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                          review, token="sa-token")
+    assert status == 201 and body["status"]["allowed"] is True
+    review["spec"]["resourceAttributes"]["verb"] = "delete"
+    status, body, _ = raw(rbac_api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                          review, token="sa-token")
+    assert body["status"]["allowed"] is False
+    # An admin may act as the service account (kubectl --as).
+    conn = connect(rbac_api)
+    conn.request("GET", "/api/v1/namespaces/default/secrets",
+                 headers={"Authorization": "Bearer fakeapi-admin-token", "Impersonate-User": SA_USER})
+    assert conn.getresponse().status == 403
+    conn.close()
+    # A service account may not impersonate anyone.
+    conn = connect(rbac_api)
+    conn.request("GET", "/apis", headers={"Authorization": "Bearer sa-token", "Impersonate-User": "admin"})
+    resp = conn.getresponse()
+    assert resp.status == 403 and b'cannot impersonate resource \\"users\\"' in resp.read()
+    conn.close()
+
+
+def test_token_request_gives_a_working_service_account_token(rbac_api):
+    _seed(rbac_api)
+    rbac_api.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                     "metadata": {"name": "ingress", "namespace": "platform"}})
+    status, body, _ = raw(rbac_api, "POST", "/api/v1/namespaces/platform/serviceaccounts/ingress/token",
+                          {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+                          token="fakeapi-admin-token")
+    assert status == 201
+    token = body["status"]["token"]
+    assert raw(rbac_api, "GET", "/apis/networking.k8s.io/v1/ingresses", token=token)[0] == 200
+    assert raw(rbac_api, "GET", "/api/v1/secrets", token=token)[0] == 403
+    status, _, _ = raw(rbac_api, "POST", "/api/v1/namespaces/platform/serviceaccounts/missing/token",
+                       {"spec": {}}, token="fakeapi-admin-token")
+    assert status == 404
+
+
+def test_rbac_serves_https_and_plain_http_can_be_chosen(rbac_api, tmp_path):
+    assert rbac_api.url.startswith("https://")
+    plain = FakeApiServer(rbac=True, tls=False).start()
+    try:
+        assert plain.url.startswith("http://")
+        assert raw(plain, "GET", "/api/v1/namespaces", token="fakeapi-admin-token")[0] == 200
+    finally:
+        plain.stop()

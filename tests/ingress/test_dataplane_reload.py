@@ -95,6 +95,37 @@ def test_shape_change_reloads_and_confirms_new_workers(dataplane, backends):
     assert metric(dataplane, "config_hash") > 0
 
 
+def test_new_location_with_new_backend_serves_from_the_first_request(dataplane, backends):
+    """The end-to-end view of the ordering checked on fakes below."""
+    b0, b1 = backends(2)
+    assert dataplane.apply(config_for(b0)).ok
+    desired = Configuration(
+        servers=(Server(HOST, locations=(Location("/", backend="svc"), Location("/new", backend="fresh"))),),
+        backends=(Backend("svc", endpoints=(b0.endpoint,)), Backend("fresh", endpoints=(b1.endpoint,))),
+    )
+    result = dataplane.apply(desired)
+    assert result.ok and result.kind == "reload"
+    first = dataplane.get("/new", host=HOST)
+    assert (first.status_code, first.text) == (200, "b1")
+    # and back: the location and its backend go away together
+    assert dataplane.apply(config_for(b0)).kind == "reload"
+    assert dataplane.get("/new", host=HOST).text == "b0"  # now served by "/"
+    assert "fresh" not in str(dataplane.lua.get("backends"))
+
+
+def test_without_start_permission_a_dead_nginx_is_reported(tmp_path):
+    from platformd.ingress.luaclient import LuaClient
+    from platformd.ingress.nginx import NginxProcess
+
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    lua = LuaClient(runtime.socket)
+    plane = DataPlane(NginxProcess(NginxFiles(tmp_path)), lua, runtime, CollectorRegistry(), start_nginx=False)
+    result = plane.apply(Configuration())
+    lua.close()
+    assert not result.ok and "not running" in str(result.error)
+    assert plane.running is None
+
+
 def test_broken_configuration_is_refused_and_old_one_keeps_serving(dataplane, backends):
     (b0,) = backends(1)
     good = config_for(b0)
@@ -279,3 +310,100 @@ def test_changes_arriving_during_a_reload_coalesce(tmp_path):
     assert nginx.max_in_flight == 1
     assert nginx.reloads == 2  # the first, then one for everything that queued behind it
     assert plane.running == configs[-1]
+
+
+def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path):
+    events: list[str] = []
+
+    class RecordingNginx(FakeNginx):
+        def install(self, text):
+            events.append("install")
+            super().install(text)
+
+        def reload(self, timeout=10.0):
+            events.append("reload")
+            return super().reload(timeout)
+
+    class RecordingLua(FakeLua):
+        def push(self, section, data, expected=None):
+            if section == "backends":
+                events.append("push " + ",".join(b["name"] for b in data))
+            return super().push(section, data, expected)
+
+    nginx = RecordingNginx(tmp_path, reload_seconds=0)
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    plane = DataPlane(nginx, RecordingLua(), runtime, CollectorRegistry())
+    plane._running = Configuration(
+        servers=(Server(HOST, locations=(Location("/old", backend="old"),)),), backends=(Backend("old"),)
+    )
+    plane._pushed_to_master = 4242
+    desired = Configuration(servers=(Server(HOST, locations=(Location("/new", backend="new"),)),), backends=(Backend("new"),))
+    assert plane.apply(desired).kind == "reload"
+    assert events == ["install", "push new,old", "reload", "push new"]
+
+
+# --- Lua client: retries, confirmation, refusal (fake transport) ---------------
+
+
+class ScriptedLua:
+    """An httpx transport answering like configuration.lua, with faults."""
+
+    def __init__(self, post_failures: int = 0, stale_gets: int = 0, refuse: int | None = None) -> None:
+        self.post_failures, self.stale_gets, self.refuse = post_failures, stale_gets, refuse
+        self.stored: dict[str, str] = {}
+        self.posts = 0
+
+    def __call__(self, request):
+        import json
+
+        import httpx
+
+        if request.method == "POST":
+            self.posts += 1
+            if self.refuse is not None:
+                return httpx.Response(self.refuse, text="bad payload")
+            if self.post_failures:
+                self.post_failures -= 1
+                raise httpx.ConnectError("connection refused", request=request)
+            body = json.loads(request.content)
+            self.stored[request.url.path.rsplit("/", 1)[1]] = body["checksum"]
+            return httpx.Response(201)
+        summary = {name: {"checksum": self.stored.get(name), "version": 1} for name in ("backends", "certificates", "general")}
+        if self.stale_gets:
+            self.stale_gets -= 1
+            summary["backends"]["checksum"] = "old"
+        return httpx.Response(200, json=summary)
+
+
+def lua_client(script: ScriptedLua, deadline: float = 2.0):
+    import httpx
+
+    from platformd.ingress.luaclient import LuaClient
+
+    return LuaClient(Path("/nonexistent.sock"), transport=httpx.MockTransport(script), deadline=deadline)
+
+
+def test_lua_push_retries_until_the_checksum_is_confirmed():
+    from platformd.ingress.render import checksum
+
+    script = ScriptedLua(post_failures=2, stale_gets=1)
+    client = lua_client(script)
+    data = [{"name": "svc", "endpoints": []}]
+    assert client.push("backends", data) == checksum(data)
+    assert script.posts == 4  # two refused connections, one stale confirmation, then done
+    assert script.stored["backends"] == checksum(data)
+
+
+def test_lua_push_stops_at_once_on_refusal_and_gives_up_after_the_deadline():
+    from platformd.ingress.luaclient import LuaRejected, LuaUnavailable
+
+    refusing = ScriptedLua(refuse=400)
+    with pytest.raises(LuaRejected) as err:
+        lua_client(refusing).push("backends", [])
+    assert err.value.status == 400 and refusing.posts == 1
+
+    down = ScriptedLua(post_failures=10**6)
+    started = time.monotonic()
+    with pytest.raises(LuaUnavailable, match="ConnectError"):
+        lua_client(down, deadline=0.3).push("backends", [])
+    assert time.monotonic() - started < 1.5

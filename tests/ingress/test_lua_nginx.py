@@ -105,7 +105,7 @@ def test_round_robin_spreads_over_all_endpoints(dataplane, backends):
     assert all(80 <= c <= 120 for c in counts.values()), counts
 
 
-def test_no_endpoints_answers_503_and_unknown_backend_too(dataplane, backends):
+def test_no_endpoints_answers_503(dataplane, backends):
     apply(dataplane, site(Backend("app", endpoints=())))
     assert dataplane.get("/", host=HOST).status_code == 503
 

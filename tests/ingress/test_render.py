@@ -305,3 +305,18 @@ def test_checksum_is_of_canonical_json():
     sections = render.dynamic_sections(rich_config())
     assert [s.name for s in sections] == ["backends", "certificates", "general"]
     assert all(len(s.checksum) == 64 for s in sections)
+
+
+def test_view_revalidates_values_that_bypassed_the_model():
+    """A model object forged past its validators still never renders."""
+    location = Location("/ok", backend="svc")
+    object.__setattr__(location, "backend", 'svc"; } location /x { content_by_lua_block { os.exit() } #')
+    config = Configuration(servers=(Server("a.com", locations=(location,)),))
+    with pytest.raises(ValidationError) as err:
+        render.render_nginx_conf(config, runtime())
+    assert err.value.field == "server[a.com].location[/ok].backend"
+
+    server = Server("b.com", locations=(Location("/", backend="svc"),))
+    object.__setattr__(server, "aliases", ("evil.com;\n",))
+    with pytest.raises(ValidationError, match="names"):
+        render.render_nginx_conf(Configuration(servers=(server,)), runtime())

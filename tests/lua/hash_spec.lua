@@ -15,3 +15,21 @@ describe("util.hash", function()
     assert.equals(a, hash.digest("10.0.0.1:80"))
   end)
 end)
+
+describe("util.hash without a bit library (plain Lua 5.1)", function()
+  it("gives the same results", function()
+    local saved = { package.loaded.bit, package.loaded.bit32, package.loaded["util.hash"] }
+    local saved_preload = { package.preload.bit, package.preload.bit32 }
+    package.loaded.bit, package.loaded.bit32, package.loaded["util.hash"] = nil, nil, nil
+    package.preload.bit = function() error("absent") end
+    package.preload.bit32 = function() error("absent") end
+    local ok, fallback = pcall(require, "util.hash")
+    package.loaded.bit, package.loaded.bit32, package.loaded["util.hash"] = saved[1], saved[2], saved[3]
+    package.preload.bit, package.preload.bit32 = saved_preload[1], saved_preload[2]
+    assert.is_true(ok, tostring(fallback))
+    for _, s in ipairs({ "", "123456789", "10.0.0.1:8080#17", string.rep("\255", 9) }) do
+      assert.equals(hash.crc32(s), fallback.crc32(s))
+      assert.equals(hash.digest(s), fallback.digest(s))
+    end
+  end)
+end)

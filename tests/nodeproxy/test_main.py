@@ -158,3 +158,32 @@ def test_ipvsview_table():
     with pytest.raises(SystemExit) as exc:
         render(FakeKernel(ipvs=False))
     assert "ip_vs" in str(exc.value)
+
+
+def test_dry_run_prints_only_the_difference_on_later_syncs():
+    from platformd.nodeproxy.proxier import Proxier, ProxierOptions
+    out = io.StringIO()
+    p = Proxier(DryRunKernel(out), ProxierOptions(hostname="n"), FakeClock())
+    old = endpoint_slice("web", ["10.1.0.1"])
+    p.on_service(None, service("web", "10.96.0.10"))
+    p.on_slice(None, old)
+    p.sync()
+    out.truncate(0)
+    out.seek(0)
+    p.on_slice(old, endpoint_slice("web", ["10.1.0.2"]))
+    p.sync()
+    assert out.getvalue().splitlines() == [
+        "dry-run: delete_real_server tcp:10.96.0.10:80 10.1.0.1:8080 weight=1",
+        "dry-run: add_real_server tcp:10.96.0.10:80 10.1.0.2:8080 weight=1"]
+
+
+def test_handler_unwraps_tombstones():
+    from platformd.common.informer import DeletedFinalStateUnknown
+    from platformd.nodeproxy.main import _Handler
+    calls = []
+    h = _Handler(lambda prev, cur: calls.append((prev, cur)))
+    h.on_add({"a": 1})
+    h.on_update({"a": 1}, {"a": 2})
+    h.on_delete(DeletedFinalStateUnknown("ns/x", {"a": 3}))
+    h.on_delete({"a": 4})
+    assert calls == [(None, {"a": 1}), ({"a": 1}, {"a": 2}), ({"a": 3}, None), ({"a": 4}, None)]

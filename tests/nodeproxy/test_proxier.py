@@ -7,7 +7,7 @@ from platformd.nodeproxy.fakekernel import FakeKernel
 from platformd.nodeproxy.kernel import DUMMY_LINK, IPSetEntry, KernelError, RealServer, VirtualServer
 from platformd.nodeproxy.proxier import Proxier, ProxierOptions
 
-from .objects import endpoint, endpoint_slice, service
+from .objects import endpoint_slice, service
 
 CIP = VirtualServer("TCP", "10.96.0.10", 80)
 
@@ -278,3 +278,24 @@ def test_metrics_and_health(rig):
     assert not rig.proxier.health.status()[0]
     rig.sync()
     assert rig.proxier.health.status()[0]
+
+
+def test_conntrack_failure_does_not_fail_the_sync(rig):
+    svc = service("dns", "10.96.0.53", ports=((53, "UDP"),))
+    rig.fake.fail_next("clear_conntrack")
+    rig.proxier.on_service(None, svc)
+    rig.proxier.on_slice(None, endpoint_slice("dns", ["10.1.0.1"], ports=((53, "UDP"),)))
+    rig.sync()
+    assert rig.reals(VirtualServer("UDP", "10.96.0.53", 53)) == {("10.1.0.1", 53): 1}
+
+
+def test_busy_real_server_leaving_costs_one_listing_and_one_weight_change(rig):
+    old = endpoint_slice("web", ["10.1.0.1", "10.1.0.2"])
+    rig.proxier.on_service(None, service("web", "10.96.0.10"))
+    rig.proxier.on_slice(None, old)
+    rig.sync()
+    rig.fake.set_connections(CIP, RealServer("10.1.0.2", 8080), active=1)
+    rig.proxier.on_slice(old, endpoint_slice("web", ["10.1.0.1", "10.1.0.3"]))
+    rig.clock.advance(1)
+    rig.sync()
+    assert dict(rig.kernel.counts) == {"list_real_servers": 1, "update_real_server": 1, "add_real_server": 1}

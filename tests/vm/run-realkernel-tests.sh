@@ -31,8 +31,9 @@ python3 tests/vm/vm.py prepare >/dev/null || fail_loudly "preparing the VM kerne
   >/dev/null 2>&1 || true
 "$PY" -m compileall -q -j 0 "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" >/dev/null 2>&1 || true
 
+# hypothesis is not used here and its plugin costs ~20 s of imports under emulation.
 python3 tests/vm/vm.py run --timeout "$TIMEOUT" -- \
-  "$PY" -m pytest -m realkernel -p no:cacheprovider -q tests/nodeproxy_realkernel "$@"
+  "$PY" -m pytest -m realkernel -p no:cacheprovider -p no:hypothesispytest -q tests/nodeproxy_realkernel "$@"
 status=$?
 if [ "$status" = 125 ]; then
   fail_loudly "the VM failed to start or timed out (see above)"

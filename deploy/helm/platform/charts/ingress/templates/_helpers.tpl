@@ -76,46 +76,46 @@ programs of the role. Boolean flags are given bare when on and left out when off
 */}}
 {{- define "platform-ingress.args" -}}
 - --role=ingress
-- --state-dir={{ include "platform-ingress.stateDir" . }}
-- --log-format={{ .Values.global.logFormat | default "text" }}
-- --ingress-class={{ .Values.ingressClass.name }}
-- --controller-class={{ .Values.ingressClass.controllerValue }}
+- {{ printf "--state-dir=%v" (include "platform-ingress.stateDir" .) | quote }}
+- {{ printf "--log-format=%v" (.Values.global.logFormat | default "text") | quote }}
+- {{ printf "--ingress-class=%v" .Values.ingressClass.name | quote }}
+- {{ printf "--controller-class=%v" .Values.ingressClass.controllerValue | quote }}
 {{- if .Values.watchIngressWithoutClass }}
 - --watch-ingress-without-class
 {{- end }}
 {{- if .Values.watchNamespace }}
-- --watch-namespace={{ .Values.watchNamespace }}
+- {{ printf "--watch-namespace=%v" .Values.watchNamespace | quote }}
 {{- end }}
-- --http-port={{ .Values.containerPorts.http }}
-- --https-port={{ .Values.containerPorts.https }}
-- --healthz-port={{ .Values.healthzPort }}
+- {{ printf "--http-port=%v" .Values.containerPorts.http | quote }}
+- {{ printf "--https-port=%v" .Values.containerPorts.https | quote }}
+- {{ printf "--healthz-port=%v" .Values.healthzPort | quote }}
 {{- with include "platform-ingress.publishService" . }}
-- --publish-service={{ . }}
+- {{ printf "--publish-service=%v" . | quote }}
 {{- else }}
 {{- with .Values.publishStatusAddress }}
-- --publish-status-address={{ . }}
+- {{ printf "--publish-status-address=%v" . | quote }}
 {{- end }}
 {{- end }}
 {{- if .Values.updateStatusOnShutdown }}
 - --update-status-on-shutdown
 {{- end }}
-- --election-id={{ include "platform-ingress.electionID" . }}
+- {{ printf "--election-id=%v" (include "platform-ingress.electionID" .) | quote }}
 {{- with .Values.defaultSSLCertificate }}
-- --default-ssl-certificate={{ . }}
+- {{ printf "--default-ssl-certificate=%v" . | quote }}
 {{- end }}
 {{- with .Values.defaultBackendService }}
-- --default-backend-service={{ . }}
+- {{ printf "--default-backend-service=%v" . | quote }}
 {{- end }}
-- --configmap={{ .Release.Namespace }}/{{ include "platform-ingress.fullname" . }}
-- --sync-rate-limit={{ .Values.syncRateLimit }}
+- {{ printf "--configmap=%s/%s" .Release.Namespace (include "platform-ingress.fullname" .) | quote }}
+- {{ printf "--sync-rate-limit=%v" .Values.syncRateLimit | quote }}
 {{- if .Values.allowSnippetAnnotations }}
 - --allow-snippet-annotations
 {{- end }}
 {{- range $flag, $value := .Values.extraArgs }}
 {{- if or (eq (toString $value) "") (eq (toString $value) "true") }}
-- --{{ $flag }}
+- {{ printf "--%s" $flag | quote }}
 {{- else if ne (toString $value) "false" }}
-- --{{ $flag }}={{ $value }}
+- {{ printf "--%s=%v" $flag $value | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}

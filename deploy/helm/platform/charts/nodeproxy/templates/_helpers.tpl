@@ -62,31 +62,31 @@ health server), then platformd nodeproxy flags built from values.
 */}}
 {{- define "platform-nodeproxy.args" -}}
 - --role=nodeproxy
-- --state-dir={{ include "platform-nodeproxy.stateDir" . }}
-- --log-format={{ .Values.global.logFormat | default "text" }}
-- --health-address={{ .Values.healthServer.address }}
-- --health-port={{ .Values.healthServer.port }}
+- {{ printf "--state-dir=%v" (include "platform-nodeproxy.stateDir" .) | quote }}
+- {{ printf "--log-format=%v" (.Values.global.logFormat | default "text") | quote }}
+- {{ printf "--health-address=%v" .Values.healthServer.address | quote }}
+- {{ printf "--health-port=%v" .Values.healthServer.port | quote }}
 - --hostname=$(NODE_NAME)
 - --node-ip=$(NODE_IP)
 {{- with .Values.clusterCIDR }}
-- --cluster-cidr={{ . }}
+- {{ printf "--cluster-cidr=%v" . | quote }}
 {{- end }}
 {{- if .Values.masqueradeAll }}
 - --masquerade-all
 {{- end }}
-- --scheduler={{ .Values.scheduler }}
-- --min-sync-period={{ .Values.minSyncPeriod }}
-- --sync-period={{ .Values.syncPeriod }}
+- {{ printf "--scheduler=%v" .Values.scheduler | quote }}
+- {{ printf "--min-sync-period=%v" .Values.minSyncPeriod | quote }}
+- {{ printf "--sync-period=%v" .Values.syncPeriod | quote }}
 {{- if .Values.strictARP }}
 - --strict-arp
 {{- end }}
-- --healthz-bind-address={{ .Values.healthzBindAddress }}
-- --metrics-bind-address={{ .Values.metricsBindAddress }}
+- {{ printf "--healthz-bind-address=%v" .Values.healthzBindAddress | quote }}
+- {{ printf "--metrics-bind-address=%v" .Values.metricsBindAddress | quote }}
 {{- range $flag, $value := .Values.extraArgs }}
 {{- if or (eq (toString $value) "") (eq (toString $value) "true") }}
-- --{{ $flag }}
+- {{ printf "--%s" $flag | quote }}
 {{- else if ne (toString $value) "false" }}
-- --{{ $flag }}={{ $value }}
+- {{ printf "--%s=%v" $flag $value | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}

@@ -1,0 +1,507 @@
+"""The ingress controller loop: informer stores → translation → data plane.
+
+Event handlers never sync. They look at what changed and mark one of two
+kinds of work, each served by its own ``BoundedFrequencyRunner``:
+
+* **full sync** (``sync``): anything but endpoints changed (an Ingress, an
+  IngressClass, a referenced Service or Secret, the ConfigMap). It reads the
+  whole state of the stores into one ``Snapshot``, translates it, and hands
+  the ``Configuration`` to ``DataPlane.apply``, which reloads nginx only when
+  the rendered shape changed. Full syncs are at least ``min_sync_interval``
+  apart (``--sync-rate-limit``), so a burst of 100 new Ingresses lands in one
+  or two reloads; at most ``resync_interval`` apart, which repairs anything
+  a fast path missed.
+* **endpoint sync** (``sync_endpoints``): only EndpointSlices of Services that
+  Ingresses route to changed. It re-translates just the Ingresses that use
+  those Services (``index_ingress_by_service``), takes the endpoints of the
+  backends that result and patches them into the configuration of the last
+  full sync. Nothing but backends changes, so the data plane pushes them to
+  Lua without a reload; with 10,000 Ingresses this costs milliseconds where
+  a full translation costs a second. When the small translation cannot be
+  trusted to stand for the whole one (a backend it produces is unknown to
+  the full model, a canary or a ``default-backend`` annotation is involved,
+  the Service is the default backend) it still patches what it can and asks
+  for a full sync.
+
+The two share ``_model_lock``: both derive the configuration they apply from
+``_model`` (the last configuration handed to the data plane) and hand it over
+under the lock, so the newest model is always the one applied last. A slice
+change that arrives while a full sync is translating is patched into that
+sync's result before it is applied (``_slice_generation``).
+
+A full sync reads as its steps: wait for the caches (first sync only) →
+snapshot → translate → apply → record (only after apply succeeded) → tell
+(Events for new problems, "Sync" for changed Ingresses, status update).
+A failed apply raises, so the runner retries after ``retry_interval``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from platformd.common import resources
+from platformd.common.clock import REAL_CLOCK, Clock
+from platformd.common.informer import DeletedFinalStateUnknown, InformerFactory
+from platformd.common.runner import BoundedFrequencyRunner
+from platformd.common.store import (
+    index_endpointslice_by_service,
+    index_ingress_by_secret,
+    index_ingress_by_service,
+)
+from platformd.ingress import annotations as ann_mod
+from platformd.ingress.dataplane import ApplyResult, DataPlane
+from platformd.ingress.model import Configuration
+from platformd.ingress.snapshot import Snapshot
+from platformd.ingress.translate import Problem, TranslateOptions, Translation, build
+
+__all__ = ["Controller", "ControllerOptions", "SyncError", "SyncState"]
+
+log = logging.getLogger(__name__)
+
+_BY_SERVICE = "service"
+_BY_SECRET = "secret"
+_BY_DEFAULT_BACKEND = "default-backend"  # Services named by the default-backend annotation
+
+
+def index_ingress_by_default_backend(obj: Mapping) -> list[str]:
+    """``ns/service`` of an Ingress's ``default-backend`` annotation (if any)."""
+    meta = obj.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get(ann_mod.PREFIX + "default-backend")
+    return [f"{meta.get('namespace', '')}/{name}"] if isinstance(name, str) and name else []
+
+
+class SyncError(Exception):
+    """A sync could not be applied; the runner retries it."""
+
+
+class Recorder(Protocol):
+    def event(self, obj: Mapping, type: str, reason: str, message: str) -> None: ...  # noqa: A002
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """How the loop runs. Times in seconds.
+
+    ``min_sync_interval``: least time between two full syncs (1 /
+    ``--sync-rate-limit``; ingress-nginx's default rate 0.3/s gives 3.3 s).
+    ``resync_interval``: a full sync at least this often even when nothing
+    changed (5 minutes: repairs a missed event without costing much at
+    10,000 Ingresses). ``retry_interval``: a failed sync is tried again this
+    soon (never sooner than ``min_sync_interval``): a bad reload is retried
+    every few seconds, not in a busy loop. ``endpoint_interval``: least time
+    between two endpoint syncs (10 ms: merges a rollout's slice updates
+    without adding visible latency).
+    """
+
+    translate: TranslateOptions = TranslateOptions()
+    configmap: str | None = None  # "ns/name"
+    min_sync_interval: float = 1 / 0.3
+    resync_interval: float = 300.0
+    retry_interval: float = 5.0
+    endpoint_interval: float = 0.01
+    cache_sync_timeout: float | None = None  # None: wait for the caches forever
+    worker_user: str | None = None  # nginx worker user forced onto every configuration
+
+
+@dataclass(frozen=True)
+class SyncState:
+    """What ``/status`` and ``/readyz`` report; replaced whole after each sync.
+
+    ``applied`` turns True with the first successful apply and stays so.
+    """
+
+    applied: bool = False
+    last_sync_time: float | None = None  # wall clock of the last successful sync
+    last_sync_duration: float | None = None
+    last_result: str = "none"  # "ok" or "failed: <reason>"
+    reload_count: int = 0
+    ingresses: int = 0
+    backends: int = 0
+    endpoints: int = 0
+    configuration: Configuration | None = field(default=None, repr=False)
+
+    def checksum(self) -> str | None:
+        """A stable digest of the applied configuration (None before the first)."""
+        return _config_checksum(self.configuration) if self.configuration is not None else None
+
+
+_checksums: dict[int, tuple[Configuration, str]] = {}
+
+
+def _config_checksum(config: Configuration) -> str:
+    cached = _checksums.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    digest = hashlib.sha256(repr(config).encode())
+    for cert in config.certificates:  # PEMs are left out of the repr
+        digest.update(cert.cert_pem.encode())
+        digest.update(cert.key_pem.encode())
+    value = digest.hexdigest()
+    _checksums.clear()
+    _checksums[id(config)] = (config, value)
+    return value
+
+
+class _Marker:
+    """An informer handler that calls ``fn(obj)`` for every add, update and delete."""
+
+    def __init__(self, fn: Callable[[dict], None]) -> None:
+        self._fn = fn
+
+    def on_add(self, obj: dict) -> None:
+        self._fn(obj)
+
+    def on_update(self, old: dict, new: dict) -> None:
+        if old is not new:  # resyncs hand the same object; nothing changed
+            self._fn(new)
+
+    def on_delete(self, obj: dict | DeletedFinalStateUnknown) -> None:
+        self._fn(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
+
+
+def _key(obj: Mapping) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name', '')}" if namespace else meta.get("name", "")
+
+
+class Controller:
+    """Keeps ``plane`` serving what the informers of ``factory`` hold.
+
+    ``configmap_factory`` serves the ConfigMap's namespace when it differs
+    from the watched one (default: ``factory``). ``recorder`` turns problems
+    into Events (None: they are logged). ``on_synced(translation)`` is called
+    after every successful full sync (the status writer hooks in here).
+    """
+
+    def __init__(self, factory: InformerFactory, plane: DataPlane, options: ControllerOptions, *,
+                 recorder: Recorder | None = None, configmap_factory: InformerFactory | None = None,
+                 on_synced: Callable[[Translation], None] | None = None,
+                 metrics=None, clock: Clock = REAL_CLOCK) -> None:
+        self.factory = factory
+        self.plane = plane
+        self.options = options
+        self.recorder = recorder
+        self.metrics = metrics
+        self.clock = clock
+        self._on_synced = on_synced
+        self.ingresses = factory.informer(resources.INGRESSES, {
+            _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_secret,
+            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend})
+        self.classes = factory.informer(resources.INGRESS_CLASSES)
+        self.services = factory.informer(resources.SERVICES)
+        self.slices = factory.informer(resources.ENDPOINT_SLICES, {_BY_SERVICE: index_endpointslice_by_service})
+        self.secrets = factory.informer(resources.SECRETS)
+        self.configmaps = None
+        if options.configmap:
+            self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
+        self._full = BoundedFrequencyRunner("ingress-sync", self.sync, options.min_sync_interval,
+                                            max(options.resync_interval, options.min_sync_interval),
+                                            options.retry_interval, clock)
+        self._fast = BoundedFrequencyRunner("ingress-endpoints", self.sync_endpoints, options.endpoint_interval,
+                                            3600.0, max(options.retry_interval, options.endpoint_interval), clock)
+        self._model_lock = threading.Lock()  # held while deriving and applying a model
+        # Under ``_model_lock``:
+        self._model: Configuration | None = None  # last configuration given to the data plane
+        self._translation: Translation | None = None  # the full translation ``_model`` started from
+        # Under ``_dirty_lock`` (never held for long: handlers take it):
+        self._dirty_lock = threading.Lock()
+        self._slice_generation = 0
+        self._dirty_services: set[str] = set()  # waiting for the endpoint sync
+        self._slice_changes: dict[str, int] = {}  # "ns/svc" -> generation of its last slice change
+        self._state = SyncState()
+        self._reported: frozenset[Problem] = frozenset()
+        self._seen_versions: dict[str, str] = {}  # owned Ingress -> resourceVersion last told "Sync"
+        self._caches_synced = threading.Event()
+        self._register_handlers()
+
+    # --- public ---------------------------------------------------------------
+
+    @property
+    def state(self) -> SyncState:
+        return self._state
+
+    @property
+    def translation(self) -> Translation | None:
+        return self._translation
+
+    def informers_synced(self) -> bool:
+        synced = self.factory.has_synced()
+        if self.configmaps is not None:
+            synced = synced and self.configmaps.has_synced()
+        return synced
+
+    def ready(self) -> bool:
+        """Informers synced and the first sync applied."""
+        return self.informers_synced() and self._state.applied
+
+    def healthy(self) -> tuple[bool, str]:
+        """Whether requested changes get applied; a reason when not."""
+        if self._caches_synced.is_set() and not self._full.healthy(max(60.0, 4 * self.options.min_sync_interval)):
+            return False, f"sync pending too long ({self._full.health().last_error or 'no error recorded'})"
+        return True, "ok"
+
+    def trigger(self) -> None:
+        """Ask for a full sync soon."""
+        self._full.run()
+
+    def run(self, stop: threading.Event) -> None:
+        """Start the informers, wait for their first lists, then sync until ``stop``."""
+        self.factory.start()
+        if self.configmaps is not None and not self.configmaps.started:
+            self.configmaps.start()
+        if not self._wait_for_caches(stop):
+            return
+        fast = threading.Thread(target=self._fast.loop, args=(stop,), name="ingress-endpoints", daemon=True)
+        fast.start()
+        self._full.run()
+        self._full.loop(stop)
+        fast.join(timeout=5)
+
+    # --- handlers: only mark work ----------------------------------------------
+
+    def _register_handlers(self) -> None:
+        full = _Marker(lambda obj: self._full.run())
+        self.ingresses.add_handler(full)
+        self.classes.add_handler(full)
+        self.services.add_handler(_Marker(self._on_service))
+        self.secrets.add_handler(_Marker(self._on_secret))
+        self.slices.add_handler(_Marker(self._on_slice))
+        if self.configmaps is not None:
+            self.configmaps.add_handler(_Marker(self._on_configmap))
+
+    def _referenced_service(self, key: str) -> str | None:
+        """"route", "other" (default backends) or None for a Service key."""
+        if self.ingresses.store.index_keys(_BY_SERVICE, key):
+            return "route"
+        opts = self.options.translate
+        if key == opts.default_backend_service or self.ingresses.store.index_keys(_BY_DEFAULT_BACKEND, key):
+            return "other"
+        return None
+
+    def _on_service(self, obj: dict) -> None:
+        if self._referenced_service(_key(obj)):
+            self._full.run()
+
+    def _on_secret(self, obj: dict) -> None:
+        key = _key(obj)
+        if key == self.options.translate.default_ssl_certificate or self.ingresses.store.index_keys(_BY_SECRET, key):
+            self._full.run()
+
+    def _on_slice(self, obj: dict) -> None:
+        for service in index_endpointslice_by_service(obj):
+            use = self._referenced_service(service)
+            if use is None:
+                continue
+            with self._dirty_lock:
+                self._slice_generation += 1
+                self._dirty_services.add(service)
+                self._slice_changes[service] = self._slice_generation
+            self._fast.run()
+            if use == "other":
+                self._full.run()
+
+    def _on_configmap(self, obj: dict) -> None:
+        if _key(obj) == self.options.configmap:
+            self._full.run()
+
+    # --- the full sync ---------------------------------------------------------
+
+    def sync(self) -> None:
+        """One full sync (see the module docstring). Raises ``SyncError`` to be retried."""
+        started = self.clock.monotonic()
+        with self._dirty_lock:
+            generation = self._slice_generation
+        snapshot = self._snapshot()
+        translation = build(snapshot, self.options.translate)
+        config = self._localize(translation.configuration)
+        with self._model_lock:
+            with self._dirty_lock:
+                # Slices that changed after the snapshot was taken.
+                self._slice_changes = {s: g for s, g in self._slice_changes.items() if g > generation}
+                late = set(self._slice_changes)
+            if late:
+                config, _ = self._patch_endpoints(config, late)
+            self._model, self._translation = config, translation
+            result = self.plane.apply(config)
+        self._record(result, config, translation, self.clock.monotonic() - started)
+        self._tell(translation)
+        if not result.ok:
+            raise SyncError(f"applying the configuration failed ({result.kind}): {result.error}")
+        if self._on_synced is not None:
+            self._on_synced(translation)
+
+    def _wait_for_caches(self, stop: threading.Event) -> bool:
+        deadline = None if self.options.cache_sync_timeout is None else time.monotonic() + self.options.cache_sync_timeout
+        while not stop.is_set():
+            if self.factory.wait_for_sync(0.5) and (self.configmaps is None or self.configmaps.wait_for_sync(0.5)):
+                log.info("informer caches synced; starting the sync loop")
+                self._caches_synced.set()
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                raise SyncError("informer caches did not sync in time")
+        return False
+
+    def _snapshot(self) -> Snapshot:
+        slices: dict[str, list[dict]] = {}
+        for obj in self.slices.store.list():
+            for service in index_endpointslice_by_service(obj):
+                slices.setdefault(service, []).append(obj)
+        configmap = None
+        if self.configmaps is not None and self.options.configmap:
+            configmap = self.configmaps.store.get(self.options.configmap)
+        return Snapshot(
+            ingresses=tuple(self.ingresses.store.list()),
+            ingress_classes=tuple(self.classes.store.list()),
+            services=dict(self.services.store.items()),
+            endpoint_slices={k: tuple(v) for k, v in slices.items()},
+            secrets=dict(self.secrets.store.items()),
+            configmap=configmap,
+        )
+
+    def _localize(self, config: Configuration) -> Configuration:
+        """Process-level settings that are not the cluster's to choose."""
+        user = self.options.worker_user
+        if user is None or config.settings.workers.user == user:
+            return config
+        workers = replace(config.settings.workers, user=user)
+        return replace(config, settings=replace(config.settings, workers=workers))
+
+    # --- the endpoint sync -----------------------------------------------------
+
+    def sync_endpoints(self) -> None:
+        """Patch the endpoints of Services whose slices changed into the model and apply."""
+        with self._model_lock:
+            with self._dirty_lock:
+                services, self._dirty_services = self._dirty_services, set()
+            if self._model is None or not services:
+                return  # the first full sync reads everything
+            config, complete = self._patch_endpoints(self._model, services)
+            if config is self._model:
+                result = None
+            else:
+                self._model = config
+                result = self.plane.apply(config)
+        if not complete:
+            self._full.run()
+        if result is None:
+            return
+        if not result.ok:
+            self._full.run()  # the full sync retries with everything current
+            raise SyncError(f"endpoint update failed: {result.error}")
+        self._count(config, result)
+
+    def _patch_endpoints(self, config: Configuration, services: Iterable[str]) -> tuple[Configuration, bool]:
+        """``config`` with fresh endpoints for the backends of ``services``, and
+        whether the patch is known to be the whole story (see module docstring)."""
+        store = self.ingresses.store
+        ingresses: dict[str, dict] = {}
+        complete = True
+        for service in services:
+            if service == self.options.translate.default_backend_service or store.index_keys(_BY_DEFAULT_BACKEND, service):
+                complete = False
+            for obj in store.by_index(_BY_SERVICE, service):
+                ingresses[_key(obj)] = obj
+        if not ingresses:
+            return config, complete
+        for obj in ingresses.values():
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            if ann_mod.PREFIX + "canary" in annotations or ann_mod.PREFIX + "default-backend" in annotations:
+                complete = False
+        partial = build(self._partial_snapshot(ingresses.values()), self.options.translate).configuration
+        current = {b.name: b for b in config.backends}
+        updates = {}
+        for backend in partial.backends:
+            old = current.get(backend.name)
+            if old is None:
+                complete = False
+            elif old.endpoints != backend.endpoints:
+                updates[backend.name] = replace(old, endpoints=backend.endpoints)
+        if not updates:
+            return config, complete
+        backends = tuple(updates.get(b.name, b) for b in config.backends)
+        return replace(config, backends=backends), complete
+
+    def _partial_snapshot(self, ingresses: Iterable[dict]) -> Snapshot:
+        ingresses = tuple(ingresses)
+        service_keys: set[str] = set()
+        secret_keys: set[str] = set()
+        for obj in ingresses:
+            service_keys.update(index_ingress_by_service(obj))
+            service_keys.update(index_ingress_by_default_backend(obj))
+            secret_keys.update(index_ingress_by_secret(obj))
+        opts = self.options.translate
+        if opts.default_ssl_certificate:
+            secret_keys.add(opts.default_ssl_certificate)
+        services = {k: o for k in service_keys if (o := self.services.store.get(k)) is not None}
+        secrets = {k: o for k in secret_keys if (o := self.secrets.store.get(k)) is not None}
+        slices = {k: tuple(self.slices.store.by_index(_BY_SERVICE, k)) for k in service_keys}
+        configmap = None
+        if self.configmaps is not None and opts is not None and self.options.configmap:
+            configmap = self.configmaps.store.get(self.options.configmap)
+        return Snapshot(ingresses=ingresses, ingress_classes=tuple(self.classes.store.list()),
+                        services=services, endpoint_slices=slices, secrets=secrets, configmap=configmap)
+
+    # --- recording and telling ------------------------------------------------------
+
+    def _record(self, result: ApplyResult, config: Configuration, translation: Translation,
+                duration: float) -> None:
+        state = self._state
+        if result.ok:
+            self._state = replace(
+                state, applied=True, last_sync_time=self.clock.wall(), last_sync_duration=duration,
+                last_result="ok", reload_count=state.reload_count + (result.kind in ("reload", "start")),
+                ingresses=len(translation.owned_ingresses), backends=len(config.backends),
+                endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
+            log.info("sync applied (%s) in %.3fs: %d ingresses, %d backends, %d endpoints", result.kind, duration,
+                     self._state.ingresses, self._state.backends, self._state.endpoints)
+        else:
+            self._state = replace(state, last_result=f"failed: {result.error}")
+        if self.metrics is not None:
+            self.metrics.observe_sync(duration, result.ok, self._state)
+
+    def _count(self, config: Configuration, result: ApplyResult) -> None:
+        """Record an endpoint sync that succeeded."""
+        self._state = replace(self._state, last_sync_time=self.clock.wall(), last_result="ok",
+                              endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
+        if self.metrics is not None:
+            self.metrics.observe_counts(self._state)
+
+    def _tell(self, translation: Translation) -> None:
+        """Events: new problems (each once while it lasts), "Sync" for changed Ingresses."""
+        problems = frozenset(translation.problems)
+        for problem in sorted(problems - self._reported):
+            self._event_for(problem)
+        self._reported = problems
+        seen: dict[str, str] = {}
+        for key in translation.owned_ingresses:
+            obj = self.ingresses.store.get(key)
+            if obj is None:
+                continue
+            version = (obj.get("metadata") or {}).get("resourceVersion", "")
+            seen[key] = version
+            if self._seen_versions.get(key) != version and self.recorder is not None:
+                self.recorder.event(obj, "Normal", "Sync", "Scheduled for sync")
+        self._seen_versions = seen
+
+    def _event_for(self, problem: Problem) -> None:
+        log.warning("%s %s/%s: %s: %s", problem.kind, problem.namespace, problem.name, problem.reason, problem.message)
+        if self.recorder is None:
+            return
+        key = f"{problem.namespace}/{problem.name}" if problem.namespace else problem.name
+        stores = {"Ingress": self.ingresses.store, "Service": self.services.store, "Secret": self.secrets.store,
+                  "IngressClass": self.classes.store}
+        if self.configmaps is not None:
+            stores["ConfigMap"] = self.configmaps.store
+        store = stores.get(problem.kind)
+        obj = store.get(key) if store is not None else None
+        if obj is None:
+            return
+        self.recorder.event(obj, problem.type if problem.type in ("Normal", "Warning") else "Warning",
+                            problem.reason, problem.message)

@@ -1,0 +1,136 @@
+"""Service + EndpointSlices → the endpoints of one backend (pure).
+
+Rules (Kubernetes API reference for Service and EndpointSlice):
+
+* The Ingress names a Service port by number (``port.number`` = the Service
+  port's ``port``) or by name (``port.name`` = the Service port's ``name``).
+* The target port comes from the EndpointSlices, never from ``targetPort``
+  (a named targetPort can differ per pod): a slice port serves our Service
+  port when its ``name`` equals the Service port's name (both may be empty)
+  and its protocol is TCP. A slice without such a port contributes nothing.
+* Endpoints are the ready addresses of all slices of the Service
+  (``conditions.ready`` true or unset). When there are none, the ones that are
+  serving while terminating (``serving: true, terminating: true``) are used,
+  so a rolling restart drains instead of failing. Only the first address of
+  an endpoint is used (they are fungible, says the API), FQDN slices are
+  skipped, and duplicates across slices collapse (the model dedupes).
+* ``service-upstream``: the ClusterIP and Service port are the one endpoint
+  (kube-proxy balances); a headless Service falls back to the slices.
+* ``ExternalName``: the model's ``Endpoint`` holds an IP, so an external name
+  that is an IP literal becomes one endpoint (on the Service port) and a DNS
+  name is refused with an ``Issue`` (see the translation report for the
+  model change that would resolve names in Lua).
+
+A missing Service or port is an ``Issue`` and no endpoints: the backend still
+exists, so its locations answer 503 instead of disappearing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from platformd.ingress.model import Endpoint
+from platformd.ingress.snapshot import Issue
+
+__all__ = ["Resolved", "resolve", "service_port"]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    endpoints: tuple[Endpoint, ...] = ()
+    issues: tuple[Issue, ...] = ()
+
+
+def service_port(service: dict, port: int | str) -> dict | None:
+    """The Service's port entry the Ingress means (by number or by name)."""
+    for entry in (service.get("spec") or {}).get("ports") or ():
+        if isinstance(port, int) and not isinstance(port, bool):
+            if entry.get("port") == port:
+                return entry
+        elif entry.get("name") == port:
+            return entry
+    return None
+
+
+def _is_ip(text: object) -> bool:
+    try:
+        ipaddress.ip_address(str(text))
+        return True
+    except ValueError:
+        return False
+
+
+def _slice_endpoints(slices: tuple[dict, ...], port_name: str) -> tuple[list[Endpoint], list[Endpoint]]:
+    """(ready, serving-and-terminating) endpoints for the named Service port."""
+    ready: list[Endpoint] = []
+    terminating: list[Endpoint] = []
+    for eps in slices:
+        if eps.get("addressType", "IPv4") not in ("IPv4", "IPv6"):
+            continue
+        target = None
+        for p in eps.get("ports") or ():
+            if (p.get("name") or "") == port_name and (p.get("protocol") or "TCP") == "TCP" and p.get("port"):
+                target = p["port"]
+                break
+        if target is None:
+            continue
+        for endpoint in eps.get("endpoints") or ():
+            addresses = endpoint.get("addresses") or ()
+            if not addresses or not _is_ip(addresses[0]):
+                continue
+            conditions = endpoint.get("conditions") or {}
+            address = Endpoint(str(addresses[0]), int(target))
+            if conditions.get("ready") is None or conditions.get("ready") is True:
+                ready.append(address)
+            elif conditions.get("serving") is True and conditions.get("terminating") is True:
+                terminating.append(address)
+    return ready, terminating
+
+
+def resolve(
+    key: str,
+    service: dict | None,
+    slices: tuple[dict, ...],
+    port: int | str,
+    *,
+    service_upstream: bool = False,
+) -> Resolved:
+    """Endpoints of Service ``key`` ("ns/name") port ``port`` (see module docstring)."""
+    if service is None:
+        return Resolved(issues=(Issue("ServiceNotFound", f"Service {key!r} not found; its paths answer 503"),))
+    spec = service.get("spec") or {}
+    entry = service_port(service, port)
+    if spec.get("type") == "ExternalName":
+        return _external_name(key, spec, port, entry)
+    if entry is None:
+        return Resolved(issues=(Issue("ServicePortNotFound", f"Service {key!r} has no port {port!r}; its paths answer 503"),))
+    issues: list[Issue] = []
+    if service_upstream:
+        cluster_ip = spec.get("clusterIP")
+        if cluster_ip and cluster_ip != "None" and _is_ip(cluster_ip):
+            return Resolved(endpoints=(Endpoint(cluster_ip, int(entry["port"])),))
+        issues.append(Issue(
+            "ServiceUpstreamWithoutClusterIP",
+            f"service-upstream is set but Service {key!r} has no cluster IP; using its endpoints",
+        ))
+    ready, terminating = _slice_endpoints(slices, entry.get("name") or "")
+    return Resolved(endpoints=tuple(ready or terminating), issues=tuple(issues))
+
+
+def _external_name(key: str, spec: dict, port: int | str, entry: dict | None) -> Resolved:
+    name = spec.get("externalName", "")
+    if entry is not None:
+        number = entry.get("port")
+    elif isinstance(port, int):
+        number = port  # ExternalName Services need not list ports
+    else:
+        number = None
+    if number is None:
+        return Resolved(issues=(Issue("ServicePortNotFound", f"ExternalName Service {key!r} has no port {port!r}"),))
+    if _is_ip(name):
+        return Resolved(endpoints=(Endpoint(str(name), int(number)),))
+    return Resolved(issues=(Issue(
+        "ExternalNameUnsupported",
+        f"Service {key!r} is ExternalName {name!r}; DNS names are not supported as endpoints yet, its paths answer 503",
+    ),))

@@ -1,0 +1,43 @@
+"""``--cleanup``: remove everything the node proxy creates, without its state.
+
+Works from what the kernel shows, so it also cleans up after a crashed or
+older run: virtual servers on kube-ipvs0's addresses or on the node IPs (node
+ports), the dummy link, our iptables jumps and chains, and our ipsets, in
+that order (an ipset cannot be destroyed while a rule still matches it).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import ipsets, iptables
+from .kernel import DUMMY_LINK, Kernel, KernelError, NotFound
+
+
+def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[str]:
+    """Delete our virtual servers (those on kube-ipvs0's addresses or the node
+    IPs), the dummy link, our iptables chains and jumps, and our ipsets.
+    Keeps going after a failure; returns one message per failure."""
+    failures: list[str] = []
+
+    def attempt(what: str, fn: Callable, *args) -> object:
+        try:
+            return fn(*args)
+        except NotFound:
+            return None
+        except KernelError as err:
+            failures.append(f"{what}: {err}")
+            return None
+
+    addresses = attempt("list kube-ipvs0 addresses", kernel.list_addresses, DUMMY_LINK) or set()
+    ours = set(addresses) | set(node_ips)
+    for vs in attempt("list virtual servers", kernel.list_virtual_servers) or ():
+        if vs.address in ours:
+            attempt(f"delete virtual server {vs}", kernel.delete_virtual_server, vs)
+    attempt(f"delete link {DUMMY_LINK}", kernel.delete_link, DUMMY_LINK)
+    for jump in iptables.JUMPS:
+        attempt(f"delete jump to {jump.rule[-1]}", kernel.delete_iptables_rule, jump.table, jump.chain, jump.rule)
+    attempt("delete iptables chains", kernel.restore_iptables, iptables.render_cleanup())
+    for name in ipsets.NAMES:
+        attempt(f"destroy ipset {name}", kernel.destroy_ipset, name)
+    return failures

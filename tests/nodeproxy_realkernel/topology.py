@@ -1,0 +1,182 @@
+"""A small routed "node" with pods and an outside client, for end-to-end tests.
+
+Layout (all inside the VM; nothing leaves it)::
+
+    outside ns  192.168.50.2 --veth-- 192.168.50.1  node ns (the test's own;
+                                                    the node proxy runs here)
+    pod-X ns    10.244.N.2   --veth-- 10.244.N.1
+
+Every pod has its own point-to-point link with a default route to the node,
+as with routed CNI plugins: traffic between pods always crosses the node's
+routing, so IPVS sees both directions of every connection (on a shared
+bridge a backend would answer a pod client directly, around IPVS).
+
+Backends are sockets created inside a pod's namespace and served by threads
+of the test process: a socket stays in the namespace it was created in,
+whichever thread uses it later. Each answers with its pod's name:
+
+* TCP port 8080: sends ``NAME\\n`` on connect, then echoes each line back
+  with ``NAME:`` in front, until the client closes;
+* UDP port 5353: answers every datagram with ``NAME``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from . import netns
+from .netns import sh
+
+NODE_IP = "192.168.50.1"
+OUTSIDE_IP = "192.168.50.2"
+TCP_PORT = 8080
+UDP_PORT = 5353
+
+
+@dataclass
+class Pod:
+    name: str
+    ns: str
+    ip: str
+    _sockets: list[socket.socket] = field(default_factory=list, repr=False)
+
+    def serve(self) -> None:
+        with netns.entered(self.ns):
+            tcp = socket.create_server(("0.0.0.0", TCP_PORT), backlog=64)
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            udp.bind(("0.0.0.0", UDP_PORT))
+        self._sockets += [tcp, udp]
+        threading.Thread(target=self._accept, args=(tcp,), daemon=True, name=f"{self.name}-tcp").start()
+        threading.Thread(target=self._answer, args=(udp,), daemon=True, name=f"{self.name}-udp").start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.sendall(f"{self.name}\n".encode())
+                reader = conn.makefile("rb")
+                for line in reader:
+                    conn.sendall(f"{self.name}:".encode() + line)
+            except OSError:
+                pass
+
+    def _answer(self, udp: socket.socket) -> None:
+        while True:
+            try:
+                _, peer = udp.recvfrom(2048)
+                if peer is None:  # shut down
+                    return
+                udp.sendto(self.name.encode(), peer)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+class Client:
+    """Opens sockets inside one namespace (a pod's or the outside one)."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+
+    def connect(self, address: str, port: int, timeout: float = 5.0) -> "Connection":
+        with netns.entered(self.ns):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect((address, port))
+        except OSError:
+            s.close()
+            raise
+        return Connection(s)
+
+    def ask_tcp(self, address: str, port: int) -> str:
+        """Connect, read the backend's name, close. Returns the name."""
+        conn = self.connect(address, port)
+        try:
+            return conn.greeting
+        finally:
+            conn.close(reset=True)
+
+    def ask_udp(self, address: str, port: int, timeout: float = 3.0) -> str:
+        """One datagram from a fresh socket (a new source port each time)."""
+        with netns.entered(self.ns):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with s:
+            s.settimeout(timeout)
+            s.sendto(b"who", (address, port))
+            data, _ = s.recvfrom(2048)
+            return data.decode()
+
+
+class Connection:
+    """An open TCP connection to a backend; ``greeting`` is its name."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._reader = sock.makefile("rb")
+        self.greeting = self._reader.readline().decode().strip()
+        if not self.greeting:
+            raise ConnectionError("connection closed before the backend answered")
+
+    def echo(self, text: str) -> str:
+        self.sock.sendall(f"{text}\n".encode())
+        return self._reader.readline().decode().strip()
+
+    def close(self, reset: bool = False) -> None:
+        """Close; with ``reset`` send RST so IPVS forgets the connection
+        within its 10 s CLOSE timeout rather than TIME_WAIT's 2 minutes."""
+        if reset:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self._reader.close()
+        self.sock.close()
+
+
+class Topology:
+    """Pods and the outside client around the current (node) namespace."""
+
+    def __init__(self, pod_names: tuple[str, ...]) -> None:
+        self.pods: dict[str, Pod] = {}
+        self.namespaces: list[str] = []
+        self.outside = Client(self._peer("outside", "ext0", NODE_IP, OUTSIDE_IP, 24))
+        for i, name in enumerate(pod_names, start=1):
+            ns = self._peer(name, f"veth-{name}"[:15], f"10.244.{i}.1", f"10.244.{i}.2", 24)
+            self.pods[name] = Pod(name, ns, f"10.244.{i}.2")
+
+    def _peer(self, name: str, link: str, node_ip: str, peer_ip: str, prefix: int) -> str:
+        ns = netns.create(f"{name}-")
+        self.namespaces.append(ns)
+        sh("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "addr", "add", f"{node_ip}/{prefix}", "dev", link)
+        sh("ip", "link", "set", link, "up")
+        sh("ip", "-n", ns, "addr", "add", f"{peer_ip}/{prefix}", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", ns, "route", "add", "default", "via", node_ip)
+        return ns
+
+    def client(self, pod: str) -> Client:
+        return Client(self.pods[pod].ns)
+
+    def serve(self) -> None:
+        for pod in self.pods.values():
+            pod.serve()
+
+    def close(self) -> None:
+        for pod in self.pods.values():
+            pod.close()
+        for ns in self.namespaces:
+            netns.delete(ns)
