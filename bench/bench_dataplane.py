@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import re
 import statistics
 import subprocess
@@ -69,7 +70,8 @@ def static_twin(rendered: str, backend: NginxBackend, port: int) -> str:
     return rendered.replace(marker, extra + marker, 1)
 
 
-def wrk(url: str, seconds: int, connections: int) -> float:
+def wrk(url: str, seconds: int, connections: int) -> tuple[float, int]:
+    """(requests per second, requests) of one wrk run; errors abort the bench."""
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-H", f"Host: {HOST}", url],
         capture_output=True, text=True, check=True,
@@ -77,7 +79,14 @@ def wrk(url: str, seconds: int, connections: int) -> float:
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors", out)
     if errors:
         raise RuntimeError(f"wrk saw errors:\n{out}")
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return rps, int(re.search(r"(\d+) requests in", out).group(1))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User+system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_throughput(harness: DataPlaneHarness, rounds: int, seconds: int, connections: int) -> None:
@@ -94,19 +103,29 @@ def bench_throughput(harness: DataPlaneHarness, rounds: int, seconds: int, conne
             assert httpx.get(url, headers={"Host": HOST}).text == "fast"
         wrk(lua_url, 1, connections)  # warm up both paths
         wrk(static_url, 1, connections)
-        lua_rps, static_rps = [], []
+        (worker,) = harness.nginx.worker_pids()
+        rps: dict[str, list[float]] = {"lua": [], "static": []}
+        cpu_us: dict[str, list[float]] = {"lua": [], "static": []}
         for _ in range(rounds):
-            lua_rps.append(wrk(lua_url, seconds, connections))
-            static_rps.append(wrk(static_url, seconds, connections))
-        lua, static = statistics.median(lua_rps), statistics.median(static_rps)
+            for name, url in (("lua", lua_url), ("static", static_url)):
+                before = cpu_seconds(worker)
+                rate, requests = wrk(url, seconds, connections)
+                rps[name].append(rate)
+                cpu_us[name].append((cpu_seconds(worker) - before) / requests * 1e6)
         # The machine is shared, so throughput drifts between rounds; the
-        # ratio of each back-to-back pair cancels most of that drift.
-        ratios = [x / y for x, y in zip(lua_rps, static_rps)]
+        # ratio of each back-to-back pair cancels part of that drift. The
+        # worker's CPU time per request is what throughput is the inverse of
+        # when nginx is the bottleneck, and other load barely moves it.
+        ratios = [x / y for x, y in zip(rps["lua"], rps["static"])]
+        lua_cpu, static_cpu = statistics.median(cpu_us["lua"]), statistics.median(cpu_us["static"])
         print(f"throughput, {rounds} interleaved rounds of {seconds}s, wrk -t1 -c{connections}, 1 nginx worker:")
-        print(f"  lua balancer    {lua:10.0f} req/s median  (rounds: {', '.join(f'{r:.0f}' for r in lua_rps)})")
-        print(f"  static upstream {static:10.0f} req/s median  (rounds: {', '.join(f'{r:.0f}' for r in static_rps)})")
-        print(f"  ratio lua/static: median of pairs {statistics.median(ratios):.3f}, of medians {lua / static:.3f}"
-              f"  (pairs: {', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.95)")
+        for name, label in (("lua", "lua balancer   "), ("static", "static upstream")):
+            print(f"  {label} {statistics.median(rps[name]):8.0f} req/s median"
+                  f" (rounds: {', '.join(f'{r:.0f}' for r in rps[name])});"
+                  f" worker CPU {statistics.median(cpu_us[name]):.1f} us/request")
+        print(f"  ratio lua/static by req/s: median of pairs {statistics.median(ratios):.3f}"
+              f" (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+        print(f"  ratio lua/static by worker CPU per request (static/lua): {static_cpu / lua_cpu:.3f}  (target >= 0.95)")
     finally:
         backend.stop()
 

@@ -5,6 +5,8 @@
 --   instance:sync(backend)                same algorithm, new endpoints/options
 --   instance:balance(request) -> endpoint | nil
 --   instance:after_balance(request)       optional, log phase
+--   instance:is_affinitized(request)      optional (sticky): the request
+--                                         carries a session of this backend
 -- where `request` offers `var(name)`, `cookie(name)`, `set_cookie(header)`.
 -- Which module serves a backend (`M.algorithm_for`): `upstream_hash_by` set ->
 -- chash; else cookie affinity -> sticky_<mode>; else `load_balance`
@@ -124,14 +126,26 @@ local function header_var(name)
   return "http_" .. name:lower():gsub("-", "_")
 end
 
-local function choose_backend(backend)
+local function affinitized(name, request)
+  local instance = state.balancers[name]
+  return instance ~= nil and instance.is_affinitized ~= nil and instance:is_affinitized(request)
+end
+
+local function choose_backend(backend, request)
   for _, name in ipairs(backend.alternative_backends or {}) do
     local alternative = state.backends[name]
     local policy = alternative and alternative.traffic_shaping_policy
     if policy and #alternative.endpoints > 0 then
+      local affinity = nil
+      if affinitized(backend.name, request) then
+        affinity = "primary"
+      elseif affinitized(name, request) then
+        affinity = "alternative"
+      end
       local inputs = {
         header = policy.header and policy.header ~= "" and ngx.var[header_var(policy.header)] or nil,
         cookie = policy.cookie and policy.cookie ~= "" and ngx.var["cookie_" .. policy.cookie] or nil,
+        affinity = affinity,
       }
       if canary.use_alternative(policy, inputs, CANARY_DEPS) then
         return alternative
@@ -151,9 +165,9 @@ local function pick(can_set_cookie)
     ngx.log(ngx.WARN, "no backend named ", tostring(name))
     return nil, ngx.HTTP_SERVICE_UNAVAILABLE
   end
-  backend = choose_backend(backend)
-  local instance = state.balancers[backend.name]
   local request = new_request(can_set_cookie)
+  backend = choose_backend(backend, request)
+  local instance = state.balancers[backend.name]
   local endpoint = instance:balance(request)
   if endpoint == nil then
     return nil, ngx.HTTP_SERVICE_UNAVAILABLE

@@ -11,7 +11,13 @@
 --      * else: "always" -> canary, "never" -> primary; other values ignored.
 --   2. Cookie `policy.cookie`, if the request has it: "always" -> canary,
 --      "never" -> primary; other values ignored.
---   3. Weight: canary with probability weight / weight_total
+--   3. Session affinity: a request that already belongs to a sticky session
+--      of the primary stays there, one of the canary goes there. So the
+--      weight below splits sessions, not requests, when the backends are
+--      sticky, and a session does not flip between versions mid-way.
+--      (ingress-nginx checks affinity before everything; we let explicit
+--      header/cookie overrides win, so testers can always force a side.)
+--   4. Weight: canary with probability weight / weight_total
 --      (weight_total defaults to 100).
 -- "Ignored" means the next rule decides: a header whose value does not match
 -- falls through to the cookie and then the weight (the documented
@@ -75,7 +81,8 @@ local function by_weight(policy, random)
   return random(total) <= weight
 end
 
---- `inputs`: `{header = <value of policy.header or nil>, cookie = <value of policy.cookie or nil>}`.
+--- `inputs`: `{header = <value of policy.header or nil>, cookie = <value of policy.cookie or nil>,
+---   affinity = "primary" | "alternative" | nil}` (whose sticky session the request carries).
 --- `deps`: `{match = function(subject, regex) -> bool, random = function(n) -> 1..n}`.
 function M.use_alternative(policy, inputs, deps)
   if policy == nil then
@@ -88,6 +95,11 @@ function M.use_alternative(policy, inputs, deps)
   decision = by_cookie(policy, inputs.cookie)
   if decision ~= nil then
     return decision
+  end
+  if inputs.affinity == "primary" then
+    return false
+  elseif inputs.affinity == "alternative" then
+    return true
   end
   return by_weight(policy, deps.random)
 end

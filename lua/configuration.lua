@@ -17,6 +17,7 @@
 --   "<section>@<v>"      payload of version v: the request body as posted
 --                        (certificates: {"checksum", "data": {servers, default}})
 --   "<section>#<v>"      checksum of version v
+--   "certificates!<v>"   newline-separated certificate ids of version v
 --   "<v>:<cert id>"      (in platform_certificates) PEM of a certificate of v
 -- A POST writes everything of version v under new keys first and only then
 -- moves "<section>:version" to v, then deletes the keys of the old version.

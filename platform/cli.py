@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "ingress": "platformd.ingress.main",
     "nodeproxy": "platformd.nodeproxy.main",
     "health": "platformd.health",
+    "nginx": "platformd.ingress.launch",
     "supervise": "platformd.supervise",
 }
 

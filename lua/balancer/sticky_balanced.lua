@@ -10,16 +10,21 @@
 --     so a scale-up actually receives traffic from existing sessions.
 -- Compare sticky_persistent.lua, which never moves a session whose endpoint
 -- still exists.
+--
+-- Cookie value: "<16 hex session key>.<8 hex backend tag>", the tag being the
+-- CRC-32 of the backend name. The tag lets `is_affinitized` tell this
+-- backend's sessions from those of a canary using the same cookie name.
 local ring = require("util.ring")
 local cookie = require("util.cookie")
+local crc32 = require("util.hash").crc32
 
 local M = {}
 M.name = "sticky_balanced"
 
 local mt = { __index = M }
 
--- 16 hex characters: 64 random bits are plenty to spread sessions evenly.
-local SESSION_KEY = "^%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$"
+-- 64 random bits are plenty to spread sessions evenly.
+local SESSION = "^(%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x)%.(%x%x%x%x%x%x%x%x)$"
 
 function M.new(backend, deps)
   local self = setmetatable({ random = deps.random }, mt)
@@ -29,6 +34,7 @@ end
 
 function M:sync(backend)
   self.options = (backend.session_affinity or {}).cookie or {}
+  self.tag = string.format("%08x", crc32(backend.name))
   self.ring = ring.new(backend.endpoints or {})
 end
 
@@ -40,17 +46,32 @@ function M:new_session_key()
   return table.concat(parts)
 end
 
-function M:balance(request)
+--- The session key of this backend's cookie in `request`, or nil.
+function M:session(request)
   local value = request.cookie(cookie.name(self.options))
-  if value == nil or not value:match(SESSION_KEY) then
-    value = self:new_session_key()
-    local endpoint = self.ring:find(value)
+  local key, tag = (value or ""):match(SESSION)
+  if tag ~= self.tag then
+    return nil
+  end
+  return key
+end
+
+--- Whether the request belongs to a session of this backend (see canary.lua).
+function M:is_affinitized(request)
+  return self:session(request) ~= nil and #self.ring.points > 0
+end
+
+function M:balance(request)
+  local key = self:session(request)
+  if key == nil then
+    key = self:new_session_key()
+    local endpoint = self.ring:find(key)
     if endpoint then
-      request.set_cookie(cookie.format(self.options, value))
+      request.set_cookie(cookie.format(self.options, key .. "." .. self.tag))
     end
     return endpoint
   end
-  return self.ring:find(value)
+  return self.ring:find(key)
 end
 
 return M

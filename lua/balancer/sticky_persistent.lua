@@ -31,6 +31,12 @@ function M:sync(backend)
   self.by_digest = by_digest
 end
 
+--- Whether the request belongs to a session of this backend (see canary.lua).
+function M:is_affinitized(request)
+  local value = request.cookie(cookie.name(self.options))
+  return value ~= nil and self.by_digest[value] ~= nil
+end
+
 function M:balance(request)
   local value = request.cookie(cookie.name(self.options))
   local endpoint = value and self.by_digest[value]

@@ -14,15 +14,4 @@ function M.key(endpoint)
   return address .. ":" .. endpoint.port
 end
 
---- Keys of `endpoints` in payload order, and a key -> endpoint map.
-function M.index(endpoints)
-  local keys, by_key = {}, {}
-  for i, endpoint in ipairs(endpoints) do
-    local key = M.key(endpoint)
-    keys[i] = key
-    by_key[key] = endpoint
-  end
-  return keys, by_key
-end
-
 return M

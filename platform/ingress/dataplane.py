@@ -123,6 +123,11 @@ class DataPlane:
         """The configuration nginx and Lua were last confirmed to serve."""
         return self._running
 
+    def in_sync(self) -> bool:
+        """Health: the last apply succeeded and the live master holds our dynamic state."""
+        master = self.nginx.master_pid()
+        return self._last_result.ok and master is not None and master == self._pushed_to_master
+
     def apply(self, desired: Configuration) -> ApplyResult:
         with self._pending_lock:
             self._pending = desired

@@ -18,8 +18,8 @@ Rules (Kubernetes API reference for Service and EndpointSlice):
   (kube-proxy balances); a headless Service falls back to the slices.
 * ``ExternalName``: the model's ``Endpoint`` holds an IP, so an external name
   that is an IP literal becomes one endpoint (on the Service port) and a DNS
-  name is refused with an ``Issue`` (see the translation report for the
-  model change that would resolve names in Lua).
+  name is refused with an ``Issue`` until the model can carry DNS-name
+  endpoints (resolved by Lua).
 
 A missing Service or port is an ``Issue`` and no endpoints: the backend still
 exists, so its locations answer 503 instead of disappearing.

@@ -33,11 +33,13 @@ Semantics decided here (see also each module's docstring):
   regexes that match ``/foobar`` for ``/foo``.
 * Hosts. Lower-cased; a host with rules but no path (or only a TLS entry)
   still gets a server. Each host's unmatched paths go to the ``spec.
-  defaultBackend`` of its oldest Ingress that has one, else to
+  defaultBackend`` of its oldest Ingress that has one (with that Ingress's
+  annotations, so an allowlist guards it too), else to
   ``--default-backend-service``, else get nginx's 404. Rules without a host
   belong to the catch-all server ``_``; the model can only express its ``/``
   (``Configuration.default_backend``), so other host-less paths get a
-  ``HostlessPathUnsupported`` Problem (see the report for the model change).
+  ``HostlessPathUnsupported`` Problem until the model can carry locations
+  for the catch-all server.
 * Catch-all. ``default_backend`` is, in order: a host-less ``/`` rule, the
   ``spec.defaultBackend`` of the oldest Ingress without rules, the
   ``--default-backend-service``; none → 404.
@@ -47,9 +49,10 @@ Semantics decided here (see also each module's docstring):
   Secret was usable or not (the default certificate still terminates TLS);
   ``force-ssl-redirect`` redirects any host. A wildcard TLS host covers one
   label. A Secret whose certificate does not cover the host is not used for it.
-* Canaries (``canary: "true"``) make no locations of their own: each path's
-  Service becomes an alternative backend of the primary at the same host,
-  path and match, carrying the traffic-shaping policy. As in ingress-nginx the
+* Canaries (``canary: "true"``) make no locations of their own (their TLS
+  and defaultBackend are ignored too): each path's Service becomes an
+  alternative backend of the primary at the same host, path and match,
+  carrying the traffic-shaping policy. As in ingress-nginx the
   alternative is attached to the primary *backend*, so it applies wherever
   that backend is used.
 * Backends are named ``namespace-service-port`` (the port as the Ingress
@@ -588,24 +591,28 @@ class _Translator:
 
     def _location(self, route: _Route, is_tls: bool) -> Location | None:
         ann = route.ing.ann
-        ssl_redirect = self._ssl_redirect(ann, is_tls)
         backend = None if ann.redirect is not None else self._route_backend(route)
         try:
-            return Location(
-                route.path,
-                match=route.match,
-                backend=backend,
-                proxy=ann.proxy,
-                access=ann.access,
-                rate_limit=ann.rate_limit,
-                cors=ann.cors,
-                rewrite_target=ann.rewrite_target,
-                redirect=ann.redirect,
-                ssl_redirect=ssl_redirect,
-            )
+            return self._annotated(ann, route.path, route.match, backend, is_tls)
         except v.ValidationError as exc:
             self.problems.append(route.ing.problem("InvalidPath", f"{route.describe()}: {exc}; the path is ignored"))
             return None
+
+    def _annotated(self, ann: ann_mod.Annotations, path: str, match: PathMatch, backend: str | None,
+                   is_tls: bool) -> Location:
+        """A location carrying the Ingress-wide per-location annotations."""
+        return Location(
+            path,
+            match=match,
+            backend=None if ann.redirect is not None else backend,
+            proxy=ann.proxy,
+            access=ann.access,
+            rate_limit=ann.rate_limit,
+            cors=ann.cors,
+            rewrite_target=ann.rewrite_target,
+            redirect=ann.redirect,
+            ssl_redirect=self._ssl_redirect(ann, is_tls),
+        )
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
         if ann.force_ssl_redirect:
@@ -634,8 +641,10 @@ class _Translator:
             if backend is None:
                 backend, owner = self._option_default_backend(), None
             if backend is not None:
+                # The Ingress's own annotations (allowlist, limits...) guard its
+                # default backend too, as they do its paths.
                 ann = owner.ann if owner is not None else ann_mod.Annotations()
-                extras.append(Location("/", backend=backend, ssl_redirect=self._ssl_redirect(ann, is_tls)))
+                extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls))
         return extras
 
     # -- the catch-all ----------------------------------------------------------------------

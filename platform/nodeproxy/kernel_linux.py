@@ -160,6 +160,7 @@ class LinuxKernel:
         self._ipvs = None
         self._ipset = None
         self._ipr = None
+        self._set_types: dict[str, str] = {}  # ipset name -> type, see _etype
 
     # -- sockets ----------------------------------------------------------------
     def _ipvs_socket(self):
@@ -343,14 +344,14 @@ class LinuxKernel:
             raise _translate(exc, "setting IPVS timeouts") from exc
 
     # -- the dummy link and its addresses ----------------------------------------
-    def _link_index(self, name: str) -> int:
+    @staticmethod
+    def _link_index(name: str) -> int:
+        # One ioctl in this thread's namespace; pyroute2's link_lookup dumps
+        # every link, which adds up over thousands of address changes.
         try:
-            found = self._iproute().link_lookup(ifname=name)
-        except Exception as exc:
-            raise _translate(exc, f"looking up link {name}") from exc
-        if not found:
-            raise NotFound(f"link {name} not found")
-        return found[0]
+            return socket.if_nametoindex(name)
+        except OSError:
+            raise NotFound(f"link {name} not found") from None
 
     def ensure_dummy_link(self, name: str = DUMMY_LINK) -> None:
         ipr = self._iproute()
@@ -420,10 +421,13 @@ class LinuxKernel:
             raise _translate(exc, what) from exc
 
     def _set_type(self, name: str) -> str:
+        """The set's type, read from the kernel (and remembered for _etype)."""
+        self._set_types.pop(name, None)
         messages = self._ipset_call(f"reading ipset {name}", "headers", name)
         for msg in messages:
             typename = msg.get_attr("IPSET_ATTR_TYPENAME")
             if typename:
+                self._set_types[name] = typename
                 return typename
         raise NotFound(f"ipset {name} not found")
 
@@ -444,6 +448,7 @@ class LinuxKernel:
         if bitmap:
             kwargs["bitmap_ports_range"] = spec.port_range
         self._ipset_call(f"creating ipset {spec.name}", "create", spec.name, **kwargs)
+        self._set_types[spec.name] = spec.set_type
 
     @staticmethod
     def _member(entry: IPSetEntry, etype: str):
@@ -486,7 +491,11 @@ class LinuxKernel:
         return IPSetEntry(ip=ip, protocol=protocol, port=port, ip2=ip2)
 
     def _etype(self, name: str) -> str:
-        set_type = self._set_type(name)
+        # A member's encoding depends on the set's type. It is remembered
+        # rather than read before every add/delete (half the netlink calls);
+        # a failed add/delete forgets it, so a set re-created by hand with
+        # another type costs one error, then is read again.
+        set_type = self._set_types.get(name) or self._set_type(name)
         try:
             return _IPSET_ETYPES[set_type]
         except KeyError:
@@ -503,20 +512,28 @@ class LinuxKernel:
         return members
 
     def add_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
-        etype = self._etype(name)
-        self._ipset_call(f"adding {entry} to ipset {name}", "add", name, self._member(entry, etype),
-                         etype=etype, on_exist=Exists)
+        self._change_member("add", name, entry, Exists)
 
     def delete_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
+        self._change_member("delete", name, entry, NotFound)
+
+    def _change_member(self, method: str, name: str, entry: IPSetEntry, on_exist) -> None:
         etype = self._etype(name)
-        self._ipset_call(f"deleting {entry} from ipset {name}", "delete", name,
-                         self._member(entry, etype), etype=etype, on_exist=NotFound)
+        what = f"{'adding' if method == 'add' else 'deleting'} {entry} {'to' if method == 'add' else 'from'} ipset {name}"
+        try:
+            self._ipset_call(what, method, name, self._member(entry, etype), etype=etype, on_exist=on_exist)
+        except (Exists, NotFound):
+            raise
+        except KernelError:
+            self._set_types.pop(name, None)  # perhaps not the type we think
+            raise
 
     def flush_ipset(self, name: str) -> None:
         self._set_type(name)  # flushing a missing set is not an error otherwise
         self._ipset_call(f"flushing ipset {name}", "flush", name)
 
     def destroy_ipset(self, name: str) -> None:
+        self._set_types.pop(name, None)
         self._ipset_call(f"destroying ipset {name}", "destroy", name)
 
     # -- iptables ------------------------------------------------------------------

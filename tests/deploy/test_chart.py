@@ -291,6 +291,12 @@ def test_only_known_flags_are_passed(rendered, scenario):
         assert set(parse_args(args[1:])) <= known[helmtool.component_of(work)]
 
 
+def test_ingress_env_from_the_downward_api(rendered):
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+           for e in container(workload(rendered("ingress-only"), INGRESS))["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "NODE_NAME": "spec.nodeName"}
+
+
 def test_ingress_probes_and_ports(rendered):
     c = container(workload(rendered("ingress-only"), INGRESS))
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 10254, "scheme": "HTTP"}

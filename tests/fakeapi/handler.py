@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler
 
 import yaml
 
-from . import openapi, patching, resources, tables
+from . import openapi, patching, protobuf, resources, tables
 from .errors import (ApiError, bad_request, method_not_allowed, unauthorized,
                      unsupported_media_type)
 from .rbac import Attributes
@@ -87,7 +87,8 @@ def _list_options(query: dict, namespace: str | None) -> ListOptions:
     return ListOptions(namespace=namespace, label_selector=one("labelSelector"),
                        field_selector=one("fieldSelector"), resource_version=one("resourceVersion"),
                        resource_version_match=one("resourceVersionMatch"), limit=limit,
-                       continue_token=one("continue"))
+                       continue_token=one("continue"),
+                       send_initial_events=(one("sendInitialEvents") or "").lower() == "true")
 
 
 def _deleted_status(rt: ResourceType, obj: dict) -> dict:
@@ -313,12 +314,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def _decode(self, body: bytes, yaml_ok: bool = False):
         content_type = (self.headers.get("Content-Type") or "").lower()
-        if "protobuf" in content_type or "cbor" in content_type:
+        if "cbor" in content_type:
             raise unsupported_media_type(content_type)
         try:
+            if "protobuf" in content_type:
+                return protobuf.decode(body)
             if yaml_ok or "yaml" in content_type:
                 return yaml.safe_load(body.decode() or "{}")
             return json.loads(body.decode() or "null")
+        except protobuf.UnsupportedKind:
+            raise unsupported_media_type(content_type) from None
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the body of the request was in an unknown format: {exc}") from None
 

@@ -165,7 +165,11 @@ def decode_message(name: str, data: bytes) -> dict:
         elif repeated:
             out.setdefault(json_name, []).append(_scalar(kind, value))
         else:
-            out[json_name] = _scalar(kind, value)
+            decoded = _scalar(kind, value)
+            # proto2 as Kubernetes writes it sends zero values that JSON's
+            # `omitempty` would leave out; drop them so both decode alike.
+            if decoded not in ("", 0, False) or isinstance(decoded, dict):
+                out[json_name] = decoded
     return out
 
 

@@ -22,8 +22,8 @@ import uuid
 from dataclasses import dataclass
 
 from . import apply, conversion, patching, selectors
-from .errors import (ApiError, already_exists, bad_request, expired, invalid_object, not_found,
-                     stale_update, too_large_resource_version)
+from .errors import (ApiError, FieldError, already_exists, bad_request, expired, invalid_object,
+                     not_found, stale_update, too_large_resource_version)
 from .resources import REGISTRY, ResourceType, resolve
 from .storage import Storage, Watcher, key_of
 from .validation import validate, validate_update
@@ -45,6 +45,14 @@ def now_rfc3339() -> str:
 def _content(obj: dict) -> dict:
     """Everything but metadata and status: what `generation` counts changes of."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+def invalid_object_options(field: str, value: str, detail: str) -> ApiError:
+    """422 for bad ListOptions, as the real server words it."""
+    err = FieldError("FieldValueInvalid", field, value, detail)
+    return ApiError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {err}',
+                    {"group": "meta.k8s.io", "kind": "ListOptions",
+                     "causes": [{"reason": err.type, "message": err.body(), "field": field}]})
 
 
 def _keep_service_allocations(old: dict, new: dict) -> None:
@@ -74,6 +82,7 @@ class ListOptions:
     resource_version_match: str | None = None
     limit: int = 0
     continue_token: str | None = None
+    send_initial_events: bool = False
 
 
 def encode_continue(rv: int, last_key: tuple[str, str]) -> str:
@@ -153,7 +162,11 @@ class Registry:
 
     # --- create ---------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, namespace: str | None, obj: dict, dry_run: bool = False) -> dict:
+    def create(self, rt: ResourceType, namespace: str | None, obj: dict, dry_run: bool = False,
+               keep_status: bool = False) -> dict:
+        """POST. Like the real server, types with a status subresource (except
+        Nodes) start with an empty status whatever the body says, unless
+        `keep_status` (the fixture's direct seeding)."""
         obj = copy.deepcopy(obj)
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be an object")
@@ -179,6 +192,8 @@ class Registry:
             if self._load(rt, meta.get("namespace") or "", meta["name"]) is not None:
                 raise already_exists(rt, meta["name"])
             self._stamp_new(rt, obj)
+            if rt.has_status and rt.kind != "Node" and not keep_status:
+                obj.pop("status", None)
             self._default(rt, obj)
             self._check_invalid(rt, obj, None)
             if dry_run:
@@ -376,10 +391,22 @@ class Registry:
         label_match = selectors.parse_label_selector(opts.label_selector)
         field_match = selectors.parse_field_selector(opts.field_selector, rt.kind)
         rv_text = opts.resource_version or ""
-        since = None if rv_text in ("", "0") else self._parse_rv(rv_text)
+        if opts.send_initial_events:
+            # Watch-list: the state as synthetic ADDED events, then a marker bookmark.
+            if opts.resource_version_match != "NotOlderThan":
+                raise invalid_object_options("resourceVersionMatch",
+                                             opts.resource_version_match or "",
+                                             "sendInitialEvents requires setting resourceVersionMatch "
+                                             "to NotOlderThan")
+            if rv_text not in ("", "0") and self._parse_rv(rv_text) > self.storage.resource_version:
+                self.storage.wait_for_rv(self._parse_rv(rv_text), TOO_LARGE_RV_WAIT)
+            since = None
+        else:
+            since = None if rv_text in ("", "0") else self._parse_rv(rv_text)
         return self.storage.watch(rt, since, opts.namespace,
                                   lambda obj: label_match(obj) and field_match(obj),
-                                  lambda obj: conversion.from_storage(rt, obj))
+                                  lambda obj: conversion.from_storage(rt, obj),
+                                  mark_initial_end=opts.send_initial_events)
 
     # --- update / patch -------------------------------------------------------------------
 

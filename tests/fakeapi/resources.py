@@ -98,7 +98,7 @@ REGISTRY: tuple[ResourceType, ...] = (
     _r("", "v1", "nodes", "Node", False, short_names=("no",), has_status=True),
     _r("", "v1", "pods", "Pod", True, short_names=("po",), has_status=True,
        categories=("all",), returns_deleted_object=True),
-    _r("", "v1", "events", "Event", True, short_names=("ev",)),
+    _r("", "v1", "events", "Event", True, short_names=("ev",), name_rule="path"),
     _r("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",),
        returns_deleted_object=True, token_subresource=True),
     _r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),

@@ -255,7 +255,8 @@ class FakeApiServer:
             raise ValueError(f"cannot tell the resource type of {obj.get('kind')!r}: {e}") from None
 
     def create(self, obj: dict) -> dict:
-        """Create like POST; a missing namespace is created first (seeding convenience)."""
+        """Create like POST, with two seeding conveniences: a missing namespace is
+        created first, and a given status is kept (POST would reset it)."""
         rt = self._type_of(obj)
         namespace = (obj.get("metadata") or {}).get("namespace") if rt.namespaced else None
         if rt.namespaced and not namespace:
@@ -263,7 +264,7 @@ class FakeApiServer:
         if namespace and self.storage.get(resolve("namespaces"), "", namespace) is None:
             self.registry.create(resolve("namespaces"), None,
                                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        return self.registry.create(rt, namespace, obj)
+        return self.registry.create(rt, namespace, obj, keep_status=True)
 
     def update(self, obj: dict) -> dict:
         """Replace like PUT, except that status is written too (no /status split),

@@ -212,11 +212,14 @@ class Storage:
 
     def watch(self, rt: ResourceType, since: int | None, namespace: str | None,
               predicate: Callable[[dict], bool],
-              convert: Callable[[dict], dict] | None = None) -> Watcher:
+              convert: Callable[[dict], dict] | None = None,
+              mark_initial_end: bool = False) -> Watcher:
         """Register a watcher primed with what happened after `since`.
 
         `since=None` primes it with synthetic ADDED events for the current
-        state. Raises ApiError(410) when `since` is older than the history.
+        state, followed (with `mark_initial_end`, the watch-list protocol) by
+        a BOOKMARK annotated `k8s.io/initial-events-end`. Raises
+        ApiError(410) when `since` is older than the history.
         """
         watcher = Watcher(rt, namespace, predicate, convert)
         with self.lock:
@@ -224,6 +227,11 @@ class Storage:
                 for obj in map(watcher.convert, self.objects(rt)):
                     if watcher._in_scope(obj):
                         watcher.push("ADDED", obj)
+                if mark_initial_end:
+                    watcher.push("BOOKMARK", {
+                        "kind": rt.kind, "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(self._rv),
+                                     "annotations": {"k8s.io/initial-events-end": "true"}}})
             else:
                 if since < self._history_start:
                     raise gone_watch(since, self._history_start)

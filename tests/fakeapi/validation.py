@@ -515,30 +515,53 @@ def _validate_secret(obj: dict) -> list[FieldError]:
 
 
 def _validate_event(obj: dict, rt: ResourceType) -> list[FieldError]:
+    """Events: the legacy rules every Event passes, plus the strict ones for
+    events created through events.k8s.io/v1 (storage is the core form)."""
     errs: list[FieldError] = []
-    event_type = obj.get("type")
-    if event_type is not None and event_type not in ("Normal", "Warning"):
-        errs.append(not_supported("type", event_type, ["Normal", "Warning"]))
-    if rt.group == "events.k8s.io":
-        if not obj.get("eventTime"):
-            errs.append(required("eventTime"))
-        if not obj.get("reportingController"):
-            errs.append(required("reportingController"))
-        if not obj.get("reportingInstance"):
-            errs.append(required("reportingInstance"))
-        if not obj.get("action"):
-            errs.append(required("action"))
-        if not obj.get("reason"):
-            errs.append(required("reason"))
-        note = obj.get("note") or ""
-        if len(note) > 1024:
-            errs.append(too_long("note", 1024))
+    new_api = rt.group == "events.k8s.io"
+    involved = (obj.get("regarding") if new_api else obj.get("involvedObject")) or {}
+    involved_field = "regarding.namespace" if new_api else "involvedObject.namespace"
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    involved_ns = involved.get("namespace") or ""
+    if not obj.get("eventTime"):
+        # Old-style events: the event lives in its object's namespace
+        # (cluster-scoped objects: "default", for old clients).
+        if (involved_ns and namespace != involved_ns) or \
+                (not involved_ns and namespace not in ("", "default")):
+            errs.append(invalid(involved_field, involved_ns, "does not match event.namespace"))
     else:
-        involved = obj.get("involvedObject") or {}
-        ns = (obj.get("metadata") or {}).get("namespace")
-        if involved.get("namespace") and ns not in (involved.get("namespace"), "default"):
-            errs.append(invalid("involvedObject.namespace", involved.get("namespace"),
-                                "does not match event.namespace"))
+        if not involved_ns and namespace not in ("default", "kube-system"):
+            errs.append(invalid(involved_field, involved_ns, "does not match event.namespace"))
+        controller = obj.get("reportingController" if new_api else "reportingComponent")
+        controller_field = "reportingController" if new_api else "source"
+        if not controller:
+            errs.append(required(controller_field))
+        else:
+            errs += [invalid(controller_field, controller, m) for m in _qualified_name_errors(controller)]
+        for field, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+            value = obj.get(field) or ""
+            if not value:
+                errs.append(required(field))
+            elif len(value) > limit:
+                errs.append(invalid(field, "", f"can have at most {limit} characters"))
+    note_field = "note" if new_api else "message"
+    if len(obj.get(note_field) or "") > 1024 and obj.get("eventTime"):
+        errs.append(invalid(note_field, "", "can have at most 1024 characters"))
+    if not new_api:
+        return errs
+    # events.k8s.io/v1 only
+    if not obj.get("eventTime"):
+        errs.append(required("eventTime"))
+    event_type = obj.get("type")
+    if event_type not in ("Normal", "Warning"):
+        errs.append(invalid("type", "", f"has invalid value: {event_type or ''}"))
+    for field in ("deprecatedFirstTimestamp", "deprecatedLastTimestamp"):
+        if obj.get(field):
+            errs.append(invalid(field, "", "needs to be unset"))
+    if obj.get("deprecatedCount"):
+        errs.append(invalid("deprecatedCount", "", "needs to be unset"))
+    if obj.get("deprecatedSource"):
+        errs.append(invalid("deprecatedSource", "", "needs to be unset"))
     return errs
 
 

@@ -297,8 +297,17 @@ def test_events_are_one_storage_seen_through_two_apis(fake_api, api_client, core
     status, body, _ = raw(fake_api, "POST", "/apis/events.k8s.io/v1/namespaces/default/events",
                           {"metadata": {"name": "bad"}, "reason": "X"})
     assert status == 422
+    assert {c["field"] for c in body["details"]["causes"]} == {"eventTime", "type"}
+    status, body, _ = raw(fake_api, "POST", "/apis/events.k8s.io/v1/namespaces/default/events",
+                          {"metadata": {"name": "bad"}, "type": "Normal",
+                           "eventTime": "2026-01-01T00:00:00.000000Z"})
     assert {c["field"] for c in body["details"]["causes"]} == {
-        "eventTime", "reportingController", "reportingInstance", "action"}
+        "reportingController", "reportingInstance", "action", "reason"}
+    # Old-style events live in the namespace of the object they are about.
+    status, body, _ = raw(fake_api, "POST", "/api/v1/namespaces/default/events",
+                          {"metadata": {"name": "elsewhere"}, "message": "x",
+                           "involvedObject": {"kind": "Pod", "namespace": "other", "name": "p"}})
+    assert status == 422 and body["details"]["causes"][0]["field"] == "involvedObject.namespace"
 
 
 def test_delete_answers_like_the_real_server(fake_api, core):
@@ -355,3 +364,11 @@ def test_service_update_keeps_allocations(core):
         "metadata": {"name": "np", "labels": {"x": "1"}}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}})
     assert replaced.spec.cluster_ip == svc.spec.cluster_ip
     assert replaced.spec.ports[0].node_port == svc.spec.ports[0].node_port
+
+
+def test_create_resets_status_but_seeding_keeps_it(fake_api, net):
+    lb = {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}
+    posted = net.create_namespaced_ingress("default", {**_ingress(name="posted"), "status": lb})
+    assert not posted.status.load_balancer.ingress
+    seeded = fake_api.create({**_ingress(name="seeded"), "status": lb})
+    assert seeded["status"] == lb

@@ -170,3 +170,29 @@ def test_watch_threads_end_when_client_goes_away(fake_api):
     while fake_api.storage._watchers and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not fake_api.storage._watchers
+
+
+def test_standalone_rbac_with_token_file(tmp_path):
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('admin-token,alice,1,"system:masters"\nweak-token,bob,2\n')
+    kubeconfig = tmp_path / "kubeconfig"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakeapi", "--rbac", "--kubeconfig",
+                             str(kubeconfig), "--token", "admin-token", "--token-auth-file", str(tokens)],
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("https://127.0.0.1:")
+        api = config.new_client_from_config(str(kubeconfig))
+        assert client.CoreV1Api(api).list_namespace().items
+        api.close()
+        weak = tmp_path / "weak"
+        weak.write_text(kubeconfig.read_text().replace("token: admin-token", "token: weak-token"))
+        api = config.new_client_from_config(str(weak))
+        with pytest.raises(client.ApiException) as e:
+            client.CoreV1Api(api).list_namespace()
+        assert e.value.status == 403
+        api.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0

@@ -115,3 +115,24 @@ def test_auth_can_i_and_create_token_with_rbac(tmp_path):
         assert proc.returncode != 0 and "Forbidden" in proc.stderr
     finally:
         srv.stop()
+
+
+def test_imperative_creates_send_protobuf_and_are_decoded(fake_api):
+    kubectl(fake_api, "create", "namespace", "team")
+    kubectl(fake_api, "create", "configmap", "cfg", "-n", "team", "--from-literal=a=1")
+    kubectl(fake_api, "create", "secret", "generic", "sec", "-n", "team", "--from-literal=pw=hunter2")
+    kubectl(fake_api, "create", "serviceaccount", "bot", "-n", "team")
+    kubectl(fake_api, "create", "role", "reader", "-n", "team", "--verb=get,list",
+            "--resource=configmaps", "--resource-name=cfg")
+    kubectl(fake_api, "create", "rolebinding", "reader", "-n", "team", "--role=reader",
+            "--serviceaccount=team:bot")
+    assert fake_api.get("configmaps", "team", "cfg")["data"] == {"a": "1"}
+    assert fake_api.get("secrets", "team", "sec")["data"] == {"pw": "aHVudGVyMg=="}
+    assert fake_api.get("serviceaccounts", "team", "bot") is not None
+    role = fake_api.get("roles", "team", "reader")
+    assert role["rules"] == [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["cfg"]}]
+    binding = fake_api.get("rolebindings", "team", "reader")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "bot", "namespace": "team"}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    assert any(q.startswith("fieldManager=kubectl-create") for _, m, _, q, _ in fake_api.request_log if m == "POST")

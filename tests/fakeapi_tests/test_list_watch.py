@@ -238,3 +238,19 @@ def test_watch_response_is_chunked_json_lines(fake_api):
     lines = resp.read().decode().splitlines()
     assert [json.loads(line)["type"] for line in lines] == ["ADDED", "ADDED"]
     conn.close()
+
+
+def test_watch_list_sends_state_then_an_end_marker(fake_api):
+    fake_api.create(_cm("a"))
+    fake_api.create(_cm("b"))
+    status, body, _ = raw(fake_api, "GET", "/api/v1/namespaces/default/configmaps", query={
+        "watch": "1", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true", "timeoutSeconds": "1"})
+    events = [json.loads(line) for line in body.splitlines()]
+    assert [e["type"] for e in events[:3]] == ["ADDED", "ADDED", "BOOKMARK"]
+    marker = events[2]["object"]["metadata"]
+    assert marker["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert marker["resourceVersion"] == str(fake_api.storage.resource_version)
+    status, body, _ = raw(fake_api, "GET", "/api/v1/configmaps", query={
+        "watch": "1", "sendInitialEvents": "true"})
+    assert status == 422 and body["details"]["kind"] == "ListOptions"

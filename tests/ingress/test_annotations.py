@@ -243,3 +243,23 @@ def test_hostile_values_are_refused_by_the_parser(name):
     for value in HOSTILE:
         parsed = parse({PREFIX + name: value})
         assert [e.annotation for e in parsed.errors] == [PREFIX + name], (name, value)
+
+
+def test_server_alias_that_is_another_host_is_dropped_with_a_problem():
+    a = ingress("a", rules=[rule("example.com", path("/"))], annotations={"server-alias": "other.example.com, www.example.com"})
+    b = ingress("b", rules=[rule("other.example.com", path("/"))])
+    result = translate(a, b, *SERVICES)
+    assert [(p.name, p.reason) for p in result.problems] == [("a", "ServerAliasConflict")]
+    assert server(result, "example.com").aliases == ("www.example.com",)
+    rendered(result)
+
+
+def test_app_root_yields_to_an_explicit_exact_root():
+    result = served({"app-root": "/app1"}, paths=[path("/", path_type="Exact"), path("/app")])
+    assert reasons(result) == ["AppRootConflict"]
+    assert locations(result, "example.com")[("exact", "/")].backend == "default-web-80"
+
+
+def test_redirect_precedence_temporal_then_permanent():
+    result = served({"temporal-redirect": "https://t.example.com/", "permanent-redirect": "https://p.example.com/"})
+    assert loc(result).redirect == Redirect("https://t.example.com/", 302)

@@ -227,11 +227,13 @@ def test_master_killed_and_restarted_gets_state_pushed_again(dataplane, backends
     assert dataplane.get("/", host=HOST).text == "b1"
     dataplane.watch(interval=0.05)
 
+    assert dataplane.plane.in_sync()
     old = dataplane.nginx.kill_master()
     new = dataplane.nginx.start()  # what supervisord does
     assert new != old
     # A fresh master has empty shared dicts until the watcher pushes again.
     assert wait_for(lambda: dataplane.get("/", host=HOST).text == "b1", timeout=10), dataplane.error_log()
+    assert wait_for(dataplane.plane.in_sync)
     backends_section = dynamic_sections(dataplane.plane.running)[0]
     assert dataplane.lua.checksum("backends") == backends_section.checksum
     assert dataplane.apply(config_for(b0)).kind == "dynamic"

@@ -257,3 +257,13 @@ def test_backend_names_are_namespace_service_port():
     )
     assert [b.name for b in result.configuration.backends] == ["shop-web-80", "shop-web-http"]
     assert all(b.endpoints for b in result.configuration.backends)
+
+
+def test_spec_default_backend_keeps_its_ingress_annotations():
+    result = translate(
+        ingress("app", rules=[rule("example.com", path("/a"))], default_backend=backend("api"),
+                annotations={"whitelist-source-range": "10.0.0.0/8"}),
+        SERVICES,
+    )
+    root = locations(result, "example.com")[("prefix", "/")]
+    assert root.backend == "default-api-80" and root.access.allow == ("10.0.0.0/8",)

@@ -50,6 +50,19 @@ describe("canary", function()
     assert.is_false(decide({ cookie = "canary", weight = 0 }, nil, "other"))
   end)
 
+  it("keeps sticky sessions on their side unless header or cookie say otherwise", function()
+    local policy = { header = "X-Canary", cookie = "canary", weight = 50 }
+    local function with(affinity, header, cookie)
+      return canary.use_alternative(policy, { affinity = affinity, header = header, cookie = cookie }, deps)
+    end
+    for _ = 1, 20 do
+      assert.is_false(with("primary"))
+      assert.is_true(with("alternative"))
+    end
+    assert.is_true(with("primary", "always"))
+    assert.is_false(with("alternative", nil, "never"))
+  end)
+
   it("routes weight out of weight_total", function()
     local function share(policy)
       local n = 0

@@ -24,7 +24,7 @@ for _, case in ipairs({ { "balanced", balanced }, { "persistent", persistent } }
       local first = h.request()
       local endpoint = b:balance(first)
       assert.equals(1, #first.cookies_set)
-      assert.matches("^route=%x+; Path=/; Max%-Age=60; SameSite=Lax; HttpOnly$", first.cookies_set[1])
+      assert.matches("^route=[%x.]+; Path=/; Max%-Age=60; SameSite=Lax; HttpOnly$", first.cookies_set[1])
       for _ = 1, 20 do
         local again = h.request({}, { route = cookie_value(first) })
         assert.same(endpoint, b:balance(again))
@@ -58,6 +58,20 @@ for _, case in ipairs({ { "balanced", balanced }, { "persistent", persistent } }
       for _ = 1, 5 do
         assert.same(now, b:balance(h.request({}, { route = cookie })))
       end
+    end)
+
+    it("knows its own sessions", function()
+      local b = module.new(backend(h.endpoints(2), mode), h.deps())
+      local first = h.request()
+      b:balance(first)
+      assert.is_true(b:is_affinitized(h.request({}, { route = cookie_value(first) })))
+      assert.is_false(b:is_affinitized(h.request()))
+      -- A session of another backend with the same cookie name is not ours.
+      local other = module.new({ name = "other", endpoints = { { address = "10.9.9.9", port = 1 } },
+        session_affinity = { type = "cookie", mode = mode } }, h.deps())
+      local foreign = h.request()
+      other:balance(foreign)
+      assert.is_false(b:is_affinitized(h.request({}, { route = cookie_value(foreign) })))
     end)
 
     it("ignores a malformed cookie", function()

@@ -42,6 +42,10 @@ SYNC_PERIOD = 4.0
 WAIT = 30.0
 
 
+INITIAL_VIRTUAL_SERVERS = ("10.96.0.10:80", "10.96.0.10:53", f"{NODE_IP}:30080", "10.96.0.20:80",
+                           "10.96.0.30:80", "10.96.0.40:80")
+
+
 def eventually(check, timeout: float = WAIT, interval: float = 0.3):
     deadline = time.monotonic() + timeout
     last = None
@@ -143,6 +147,10 @@ def cluster(tmp_path_factory):
                                  name="nodeproxy", daemon=True)
         proxy.start()
         try:
+            # The first sync waits for the kubernetes client's imports (~30 s
+            # under emulation) and the informers; later changes take ~1 s.
+            eventually(lambda: all(vs in sh("ipvsadm", "-Ln") for vs in INITIAL_VIRTUAL_SERVERS),
+                       timeout=180, interval=2)
             yield c
         finally:
             stop.set()

@@ -1,0 +1,75 @@
+"""``platformd nginx``: nginx in the foreground for supervisord (``--role ingress``).
+
+Takes the same flags as ``platformd ingress`` (supervise passes the ingress
+flags to both programs) and uses ``--state-dir``, ``--http-port`` and
+``--https-port``:
+
+1. if ``<state dir>/nginx.conf`` is missing, render a bootstrap configuration
+   for an empty ``Configuration`` (every request answers 404 until the
+   controller's first sync reloads it); an existing file is kept, so a
+   restarted nginx serves the last configuration the controller applied and
+   the controller only re-pushes the dynamic state;
+2. remove a stale configuration socket (a crashed nginx leaves it behind and
+   the new one could not bind it);
+3. exec ``python -m platformd.logpipe --name nginx -- nginx -p D -c D/nginx.conf
+   -e D/logs/error.log -g 'daemon off;'``: logpipe tags nginx's output and
+   forwards supervisord's signals (QUIT drains).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from platformd.ingress.main import StartError, build_parser, make_dataplane, state_dir_of
+
+log = logging.getLogger("platformd.nginx")
+
+NGINX_BINARY = "/usr/sbin/nginx"
+
+
+def bootstrap(args) -> list[str]:
+    """Prepare the state dir; the argv to exec. Raises ``StartError``."""
+    from prometheus_client import CollectorRegistry
+
+    from platformd.ingress.model import Configuration, GlobalSettings, Listen
+    from platformd.ingress.nginx import NginxError
+    from platformd.ingress.render import render_nginx_conf
+
+    plane = make_dataplane(args, CollectorRegistry())
+    files = plane.nginx.files
+    files.prepare()
+    if not files.conf.exists():
+        config = Configuration(settings=GlobalSettings(listen=Listen(args.http_port, args.https_port)))
+        try:
+            plane.nginx.install(render_nginx_conf(config, plane.runtime))
+        except NginxError as exc:
+            raise StartError(" ".join(str(exc).split())) from None
+        log.info("wrote bootstrap configuration %s", files.conf)
+    files.socket.unlink(missing_ok=True)
+    binary = NGINX_BINARY if os.path.exists(NGINX_BINARY) else "nginx"
+    return [sys.executable, "-m", "platformd.logpipe", "--name", "nginx", "--",
+            binary, "-p", str(files.state_dir), "-c", str(files.conf), "-e", str(files.error_log),
+            "-g", "daemon off;"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from platformd.common import logs
+        logs.setup("nginx")
+    except Exception:  # noqa: BLE001
+        logging.basicConfig(level=logging.INFO)
+    args.state_dir = state_dir_of(args)
+    try:
+        command = bootstrap(args)
+    except StartError as exc:
+        print(f"nginx: {exc}", file=sys.stderr, flush=True)
+        return 1
+    os.execv(command[0], command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Routing end to end: objects in the API (or a manifest folder) → nginx → backends."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+import yaml
+
+from tests.ingress_e2e import objects as o
+from tests.ingress_e2e.conftest import wait_for
+
+HOST = "shop.example"
+
+# (host, path, expected body or status) — one Ingress with Prefix and Exact
+# paths over three Services.
+ROUTES = [
+    (HOST, "/", "web"),
+    (HOST, "/anything/else", "web"),
+    (HOST, "/api", "api"),
+    (HOST, "/api/v1/items?x=1", "api"),
+    (HOST, "/apix", "web"),  # Prefix is element-wise: /api does not match /apix
+    (HOST, "/exact", "exact"),
+    (HOST, "/exact/sub", "web"),  # Exact matches nothing below it
+    ("SHOP.example", "/api", "api"),  # host names are case-insensitive
+    ("other.example", "/", 404),  # no server for this host
+]
+
+
+def _seed(create, backends) -> None:
+    create(o.ingress_class())
+    for name in ("web", "api", "exact"):
+        create(o.service(name))
+        create(o.endpoint_slice(name, [backends[name].ip]))
+    create(o.ingress("shop", HOST, [("/", "web", 80), ("/api", "api", 80), ("/exact", "exact", 80, "Exact")]))
+
+
+def _check_routes(running) -> None:
+    for host, path, expected in ROUTES:
+        response = running.get(path, host=host)
+        if isinstance(expected, int):
+            assert response.status_code == expected, (host, path, response.status_code)
+        else:
+            assert response.status_code == 200 and response.text == expected, (host, path, response.status_code,
+                                                                                response.text)
+
+
+@pytest.mark.parametrize("source_kind", ["api", "file"])
+def test_routes_table(source_kind, fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web", "api", "exact"])
+    if source_kind == "api":
+        _seed(fake_api.create, backends)
+        running = ingress_controller()
+    else:
+        folder = tempfile.mkdtemp(prefix="pdsrc-")
+        docs: list[dict] = []
+        _seed(docs.append, backends)
+        with open(os.path.join(folder, "all.yaml"), "w") as f:
+            yaml.safe_dump_all(docs, f)
+        running = ingress_controller(source=folder)
+    running.wait_ready()
+    _check_routes(running)
+
+
+def test_endpoint_change_moves_traffic_without_reload(fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web", "web2"])
+    fake_api.create(o.ingress_class())
+    fake_api.create(o.service("web"))
+    fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
+    fake_api.create(o.ingress("shop", HOST, [("/", "web", 80)]))
+    running = ingress_controller()
+    running.wait_ready()
+    assert running.get("/", host=HOST).text == "web"
+    reloads = running.status()["reload_count"]
+    slice_ = fake_api.get("EndpointSlice", "default", "web-1")
+    slice_["endpoints"] = [{"addresses": [backends["web2"].ip], "conditions": {"ready": True}}]
+    fake_api.update(slice_)
+    running.wait_served(HOST, "/", "web2", timeout=5)
+    assert running.status()["reload_count"] == reloads
+    # No endpoints at all: 503, still without a reload.
+    slice_ = fake_api.get("EndpointSlice", "default", "web-1")
+    slice_["endpoints"] = []
+    fake_api.update(slice_)
+    wait_for(lambda: running.get("/", host=HOST).status_code == 503, 5, message="503 without endpoints")
+    assert running.status()["reload_count"] == reloads
+
+
+def test_burst_of_100_ingresses_coalesces_into_few_reloads(fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web"])
+    fake_api.create(o.ingress_class())
+    fake_api.create(o.service("web"))
+    fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
+    # 2 syncs per second at most: the burst below spans several sync intervals at worst.
+    running = ingress_controller("--sync-rate-limit", "2")
+    running.wait_ready()
+    before = running.status()["reload_count"]
+    for i in range(100):
+        fake_api.create(o.ingress(f"burst-{i}", f"h{i}.example", [("/", "web", 80)]))
+    wait_for(lambda: running.status()["ingresses"] == 100, 30, message="100 ingresses synced")
+    for i in (0, 42, 99):
+        assert running.get("/", host=f"h{i}.example").text == "web"
+    reloads = running.status()["reload_count"] - before
+    assert 1 <= reloads <= 4, reloads
+
+
+def test_first_sync_waits_for_every_informer(fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web"])
+    fake_api.create(o.ingress_class())
+    for i in range(20):
+        fake_api.create(o.service(f"s{i}"))
+        fake_api.create(o.endpoint_slice(f"s{i}", [backends["web"].ip]))
+        fake_api.create(o.ingress(f"i{i}", f"h{i}.example", [("/", f"s{i}", 80)]))
+    # The first lists of EndpointSlices fail: without waiting, the first sync
+    # would apply 20 backends with no endpoints.
+    fake_api.faults.fail_next(3, status=500, path_prefix="/apis/discovery.k8s.io")
+    running = ingress_controller()
+    running.wait_ready()
+    status = running.status()
+    assert status["informers_synced"] is True
+    assert status["ingresses"] == 20 and status["endpoints"] == 20
+    assert status["reload_count"] == 1  # the very first apply already had everything
+    assert running.get("/", host="h7.example").text == "web"
