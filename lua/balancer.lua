@@ -12,22 +12,41 @@
 -- chash; else cookie affinity -> sticky_<mode>; else `load_balance`
 -- (round_robin when empty), as docs/architecture.md orders them.
 --
--- Phases:
+-- Phases. Which hooks a location has is decided when nginx.conf is rendered
+-- (platformd.ingress.view.lua_phases): a location whose backend has canaries,
+-- cookie affinity or EWMA gets access() (and log() when EWMA is involved);
+-- every other ("plain": round robin or consistent hashing, no canary) gets
+-- only balance(), which then does all the work. An access phase costs a Lua
+-- coroutine per request and ngx.ctx a table; plain requests pay neither.
 --   access()   refresh the backends if the shared version moved (one dict
 --              read per request, no timer), pick the backend (canary.lua) and
---              the endpoint, set any sticky cookie; 503 when the chosen
---              backend is unknown or has no endpoints.
---   balance()  hand the endpoint to nginx; on a retry (the previous peer
---              failed to connect or answer, per proxy_next_upstream) take the
---              next endpoint of the backend not tried yet.
+--              the endpoint into ngx.ctx, set any sticky cookie; 503 when the
+--              chosen backend is unknown or has no endpoints.
+--   balance()  hand the endpoint to nginx: the one access() picked, or pick
+--              it here. Without a backend or endpoints the request goes to
+--              `M.unavailable_peer`, an internal server answering 503 (the
+--              balancer phase cannot end a request with a status of its own:
+--              ngx.exit there gives 500). On a retry (the previous peer failed
+--              to connect or answer, per proxy_next_upstream) take the next
+--              endpoint not tried yet.
 --   log()      feed response times back (EWMA).
 -- Per-worker state is rebuilt as a whole on a version change and swapped with
 -- one assignment; balancer instances of unchanged algorithm are kept and
 -- `sync`ed so round-robin positions and EWMA in-flight counts survive.
+-- Hot path (plain requests): one shared-dict read, one ngx.var read, one
+-- table lookup, the algorithm's pick, set_current_peer; no table allocated
+-- and no string built per request.
 local ngx_balancer = require("ngx.balancer")
 local configuration = require("configuration")
 local canary = require("canary")
 local endpoint_key = require("util.endpoint").key
+
+local ngx = ngx
+local ngx_var = ngx.var
+local version_of = configuration.version
+local set_current_peer = ngx_balancer.set_current_peer
+local set_more_tries = ngx_balancer.set_more_tries
+local get_last_failure = ngx_balancer.get_last_failure
 
 local M = {}
 
@@ -43,6 +62,10 @@ M.registry = {
 -- by the backend's endpoint count and by proxy_next_upstream_tries.
 M.MAX_RETRIES = 2
 
+-- "unix:<path>" of the internal server answering 503 (platform.init sets it
+-- from the template); nil leaves such requests to fail with a 500.
+M.unavailable_peer = nil
+
 function M.algorithm_for(backend)
   if backend.upstream_hash_by ~= nil and backend.upstream_hash_by ~= "" then
     return "chash"
@@ -52,6 +75,14 @@ function M.algorithm_for(backend)
     return "sticky_" .. (affinity.mode or "balanced")
   end
   return backend.load_balance or "round_robin"
+end
+
+--- Whether requests for `backend` need the access phase (see the header).
+-- Must agree with platformd.ingress.view.lua_phases.
+function M.needs_access(backend, algorithm)
+  local alternatives = backend.alternative_backends
+  return (alternatives ~= nil and alternatives[1] ~= nil)
+    or algorithm == "ewma" or algorithm == "sticky_balanced" or algorithm == "sticky_persistent"
 end
 
 local DEPS = {
@@ -71,27 +102,56 @@ local CANARY_DEPS = {
   end,
 }
 
--- The worker's view: whole tables, replaced together by `rebuild`.
-local state = { version = -1, backends = {}, balancers = {}, algorithms = {} }
+-- ngx.var names, built once per name instead of once per request. Names come
+-- from the configuration (cookie names), so the table stays small.
+local cookie_vars = setmetatable({}, { __index = function(t, name)
+  local var = "cookie_" .. name
+  t[name] = var
+  return var
+end })
+
+local function header_var(name)
+  return "http_" .. name:lower():gsub("-", "_")
+end
+
+-- The worker's view: one entry per backend name, replaced whole by `rebuild`.
+--   entry = {backend, instance, algorithm, plain, retries, header_var, cookie_var}
+-- `plain`: no access phase needed; `retries`: extra attempts for a request
+-- (endpoints - 1, at most MAX_RETRIES); `header_var`/`cookie_var`: ngx.var
+-- names of a canary's policy header and cookie (nil when unset).
+local state = { version = -1, entries = {} }
+
+local function entry_for(backend, previous)
+  local algorithm = M.algorithm_for(backend)
+  local instance
+  if previous ~= nil and previous.algorithm == algorithm then
+    instance = previous.instance
+    instance:sync(backend)
+  else
+    instance = M.registry[algorithm].new(backend, DEPS)
+  end
+  local policy = backend.traffic_shaping_policy
+  return {
+    backend = backend,
+    instance = instance,
+    algorithm = algorithm,
+    plain = not M.needs_access(backend, algorithm),
+    retries = math.max(math.min(#backend.endpoints - 1, M.MAX_RETRIES), 0),
+    header_var = policy and policy.header and policy.header ~= "" and header_var(policy.header) or nil,
+    cookie_var = policy and policy.cookie and policy.cookie ~= "" and cookie_vars[policy.cookie] or nil,
+  }
+end
 
 local function rebuild(version, list)
-  local backends, balancers, algorithms = {}, {}, {}
+  local entries = {}
   for _, backend in ipairs(list) do
-    local name = backend.name
-    local algorithm = M.algorithm_for(backend)
-    local instance = state.balancers[name]
-    if instance ~= nil and state.algorithms[name] == algorithm then
-      instance:sync(backend)
-    else
-      instance = M.registry[algorithm].new(backend, DEPS)
-    end
-    backends[name], balancers[name], algorithms[name] = backend, instance, algorithm
+    entries[backend.name] = entry_for(backend, state.entries[backend.name])
   end
-  state = { version = version, backends = backends, balancers = balancers, algorithms = algorithms }
+  state = { version = version, entries = entries }
 end
 
 local function refresh()
-  if configuration.version("backends") ~= state.version then
+  if version_of("backends") ~= state.version then
     rebuild(configuration.backends())
   end
 end
@@ -114,67 +174,76 @@ local function skip_set_cookie()
   ngx.log(ngx.INFO, "sticky cookie not set: endpoint picked in the balancer phase")
 end
 
-local function new_request(can_set_cookie)
-  return {
-    var = function(name) return ngx.var[name] end,
-    cookie = function(name) return ngx.var["cookie_" .. name] end,
-    set_cookie = can_set_cookie and add_set_cookie or skip_set_cookie,
-  }
+local function var(name)
+  return ngx_var[name]
 end
 
-local function header_var(name)
-  return "http_" .. name:lower():gsub("-", "_")
+local function cookie(name)
+  return ngx_var[cookie_vars[name]]
+end
+
+-- The request as plain backends' balancers see it. Shared by all requests:
+-- round robin and consistent hashing only read through it.
+local PLAIN_REQUEST = { var = var, cookie = cookie, set_cookie = skip_set_cookie }
+
+local function new_request(can_set_cookie)
+  return { var = var, cookie = cookie, set_cookie = can_set_cookie and add_set_cookie or skip_set_cookie }
 end
 
 local function affinitized(name, request)
-  local instance = state.balancers[name]
+  local entry = state.entries[name]
+  local instance = entry and entry.instance
   return instance ~= nil and instance.is_affinitized ~= nil and instance:is_affinitized(request)
 end
 
-local function choose_backend(backend, request)
-  for _, name in ipairs(backend.alternative_backends or {}) do
-    local alternative = state.backends[name]
-    local policy = alternative and alternative.traffic_shaping_policy
-    if policy and #alternative.endpoints > 0 then
+local NONE = {}
+-- canary.use_alternative's inputs, refilled for each decision: it runs to
+-- completion without yielding, so one table per worker serves every request.
+local INPUTS = {}
+
+local function choose_backend(entry, request)
+  local backend = entry.backend
+  for _, name in ipairs(backend.alternative_backends or NONE) do
+    local alternative = state.entries[name]
+    local policy = alternative and alternative.backend.traffic_shaping_policy
+    if policy and #alternative.backend.endpoints > 0 then
       local affinity = nil
       if affinitized(backend.name, request) then
         affinity = "primary"
       elseif affinitized(name, request) then
         affinity = "alternative"
       end
-      local inputs = {
-        header = policy.header and policy.header ~= "" and ngx.var[header_var(policy.header)] or nil,
-        cookie = policy.cookie and policy.cookie ~= "" and ngx.var["cookie_" .. policy.cookie] or nil,
-        affinity = affinity,
-      }
-      if canary.use_alternative(policy, inputs, CANARY_DEPS) then
+      INPUTS.header = alternative.header_var and ngx_var[alternative.header_var] or nil
+      INPUTS.cookie = alternative.cookie_var and ngx_var[alternative.cookie_var] or nil
+      INPUTS.affinity = affinity
+      if canary.use_alternative(policy, INPUTS, CANARY_DEPS) then
         return alternative
       end
     end
   end
-  return backend
+  return entry
 end
 
 --- Choose backend and endpoint for this request into ngx.ctx.platform, or
 -- return a status to end the request with.
 local function pick(can_set_cookie)
   refresh()
-  local name = ngx.var.proxy_upstream_name
-  local backend = name and state.backends[name]
-  if backend == nil then
+  local name = ngx_var.proxy_upstream_name
+  local entry = name and state.entries[name]
+  if entry == nil then
     ngx.log(ngx.WARN, "no backend named ", tostring(name))
     return nil, ngx.HTTP_SERVICE_UNAVAILABLE
   end
   local request = new_request(can_set_cookie)
-  backend = choose_backend(backend, request)
-  local instance = state.balancers[backend.name]
-  local endpoint = instance:balance(request)
+  entry = choose_backend(entry, request)
+  local endpoint = entry.instance:balance(request)
   if endpoint == nil then
     return nil, ngx.HTTP_SERVICE_UNAVAILABLE
   end
   local chosen = {
-    backend = backend,
-    instance = instance,
+    backend = entry.backend,
+    instance = entry.instance,
+    retries = entry.retries,
     request = request,
     endpoint = endpoint,
     tried = {},
@@ -190,14 +259,8 @@ function M.access()
   end
 end
 
---- The next endpoint of `backend` after the last tried one that was not tried.
-local function next_untried(chosen)
-  local endpoints = chosen.backend.endpoints
-  local tried = {}
-  for _, key in ipairs(chosen.tried) do
-    tried[key] = true
-  end
-  local last = chosen.tried[#chosen.tried]
+--- The endpoint of `endpoints` after the one keyed `last` that is not in `tried`.
+local function next_untried(endpoints, tried, last)
   local start = 1
   for i, endpoint in ipairs(endpoints) do
     if endpoint_key(endpoint) == last then
@@ -215,34 +278,98 @@ local function next_untried(chosen)
   return nil
 end
 
-function M.balance()
-  local chosen = ngx.ctx.platform
-  if chosen == nil then
-    -- Access phase did not run here (e.g. after an internal redirect).
-    local status
-    chosen, status = pick(false)
-    if chosen == nil then
-      return ngx.exit(status)
-    end
-  end
-  local endpoint = chosen.endpoint
-  if #chosen.tried == 0 then
-    local more = math.min(#chosen.backend.endpoints - 1, M.MAX_RETRIES)
-    if more > 0 then
-      ngx_balancer.set_more_tries(more)
-    end
-  else
-    local state_name, code = ngx_balancer.get_last_failure()
-    ngx.log(ngx.INFO, "upstream ", chosen.tried[#chosen.tried], " failed (", tostring(state_name),
-      " ", tostring(code), "), retrying")
-    endpoint = next_untried(chosen) or endpoint
-  end
-  chosen.tried[#chosen.tried + 1] = endpoint_key(endpoint)
-  local ok, err = ngx_balancer.set_current_peer(endpoint.address, endpoint.port)
+local function set_peer(endpoint)
+  local ok, err = set_current_peer(endpoint.address, endpoint.port)
   if not ok then
     ngx.log(ngx.ERR, "set_current_peer ", endpoint_key(endpoint), ": ", err)
     return ngx.exit(ngx.ERROR)
   end
+end
+
+local function unavailable()
+  local peer = M.unavailable_peer
+  if peer == nil then
+    return ngx.exit(ngx.ERROR)
+  end
+  local ok, err = set_current_peer(peer)
+  if not ok then
+    ngx.log(ngx.ERR, "set_current_peer ", peer, ": ", err)
+    return ngx.exit(ngx.ERROR)
+  end
+end
+
+local function log_retry(last)
+  local state_name, code = get_last_failure()
+  ngx.log(ngx.INFO, "upstream ", tostring(last), " failed (", tostring(state_name), " ", tostring(code), "), retrying")
+end
+
+--- Balancer phase for a pick made by `pick` (access phase or just now).
+local function balance_chosen(chosen)
+  local endpoint = chosen.endpoint
+  local tried = chosen.tried
+  if #tried == 0 then
+    if chosen.retries > 0 then
+      set_more_tries(chosen.retries)
+    end
+  else
+    local last = tried[#tried]
+    log_retry(last)
+    local seen = {}
+    for _, key in ipairs(tried) do
+      seen[key] = true
+    end
+    endpoint = next_untried(chosen.backend.endpoints, seen, last) or endpoint
+  end
+  tried[#tried + 1] = endpoint_key(endpoint)
+  return set_peer(endpoint)
+end
+
+--- Peers nginx already tried for this request, from $upstream_addr
+-- ("a:1, b:2"; " : " separates internal redirects). Read on retries only.
+local function tried_peers()
+  local tried, last = {}, nil
+  for peer in (ngx_var.upstream_addr or ""):gmatch("[^,%s]+") do
+    if peer ~= ":" then
+      tried[peer] = true
+      last = peer
+    end
+  end
+  return tried, last
+end
+
+function M.balance()
+  refresh()
+  local entry = state.entries[ngx_var.proxy_upstream_name]
+  if entry == nil then
+    return unavailable()
+  end
+  if not entry.plain then
+    -- No pick from the access phase: an internal redirect, or a location
+    -- rendered before its backend changed (until the reload). Pick here,
+    -- without Set-Cookie.
+    local chosen = ngx.ctx.platform or pick(false)
+    if chosen == nil then
+      return unavailable()
+    end
+    return balance_chosen(chosen)
+  end
+  if get_last_failure() ~= nil then
+    local tried, last = tried_peers()
+    log_retry(last)
+    local endpoint = next_untried(entry.backend.endpoints, tried, last)
+    if endpoint == nil then
+      return unavailable()
+    end
+    return set_peer(endpoint)
+  end
+  local endpoint = entry.instance:balance(PLAIN_REQUEST)
+  if endpoint == nil then
+    return unavailable()
+  end
+  if entry.retries > 0 then
+    set_more_tries(entry.retries)
+  end
+  return set_peer(endpoint)
 end
 
 local function split(list)

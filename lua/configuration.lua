@@ -2,7 +2,9 @@
 --
 -- HTTP (content phase of `location /configuration` on the internal server):
 --   POST /configuration/<section>   body {"checksum": "<hex>", "data": ...}
---        201 stored; 400 invalid JSON or schema (nothing changes);
+--        201 stored, answering {"checksum", "version"} of the version in
+--        force afterwards (ours, unless a later-numbered POST won a race), so
+--        the client can confirm without a GET; 400 invalid JSON or schema (nothing changes);
 --        413 body over MAX_BODY_BYTES; 507 does not fit the shared dict.
 --   GET  /configuration/<section>   {"version": N, "checksum": ..., "data": ...}
 --        (certificates: data is {"servers": {host: id}, "default": id},
@@ -81,9 +83,16 @@ end
 -- Reading (any phase, any worker)
 ---------------------------------------------------------------------------
 
+-- Built once: balancer.lua asks for the backends version on every request,
+-- and a concatenation there would build (and hash) a string each time.
+local VERSION_KEYS = {}
+for section in pairs(M.SECTIONS) do
+  VERSION_KEYS[section] = section .. ":version"
+end
+
 --- The version in force for `section` (0 before the first POST).
 function M.version(section)
-  return config:get(section .. ":version") or 0
+  return config:get(VERSION_KEYS[section]) or 0
 end
 
 --- `version, raw, checksum` of the version in force; raw is nil when none.
@@ -323,7 +332,10 @@ local function post(section)
     ngx.log(ngx.ERR, "storing ", section, " version ", version, " failed: ", err)
     return respond(dict_error(err), { error = "cannot store: " .. tostring(err) })
   end
-  return respond(201, { checksum = body.checksum, version = version })
+  -- The checksum key alone: no need to copy the payload out of the dict.
+  local in_force = M.version(section)
+  local in_force_checksum = config:get(section .. "#" .. in_force)
+  return respond(201, { checksum = in_force_checksum or cjson.null, version = in_force })
 end
 
 local function get(section)

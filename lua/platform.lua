@@ -12,12 +12,15 @@ local MODULES = {
 
 --- Master process: load every module once so workers share the compiled code
 -- (copy-on-write) and a syntax error fails `nginx -t` instead of a request.
-function M.init()
+-- `options` (from the template, every value chosen by us):
+--   unavailable_peer  "unix:<path>" of the server answering 503 (balancer.lua)
+function M.init(options)
   require("cjson.safe")
   for _, name in ipairs(MODULES) do
     require(name)
   end
   require("configuration").init()
+  require("balancer").unavailable_peer = options and options.unavailable_peer or nil
 end
 
 --- Each worker: seed the random numbers used by round robin offsets, EWMA

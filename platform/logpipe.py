@@ -65,8 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     for p in pumps:
         p.start()
     status = child.wait()
+    # Children of the child (nginx workers orphaned by a killed master) may
+    # hold the pipes open for a long time; flush what is there and go, so
+    # supervisord restarts the program at once.
     for p in pumps:
-        p.join(timeout=2)
+        p.join(timeout=0.1)
     return 128 - status if status < 0 else status
 
 

@@ -242,6 +242,7 @@ def render_config(args: argparse.Namespace, programs: list[Program], state_dir: 
         role=args.role, state_dir=_escape_percent(str(state_dir)),
         socket=_escape_percent(str(state_dir / "supervisor.sock")),
         loglevel=args.supervisor_loglevel, programs=programs, fatal_listener=fatal_listener,
+        as_root=os.geteuid() == 0,
     )
 
 

@@ -13,8 +13,9 @@ equal to one collection, and tells handlers what changed:
 
 Guarantees: for one informer, handlers are called from one thread, in the
 order changes were observed, and the store already holds the new state when
-a handler runs. Replaying a handler's calls therefore rebuilds exactly the
-store's contents. Handlers must be quick (mark something dirty, queue a key):
+a handler runs. ``old`` in ``on_update`` is the very object handlers were
+last given for that key. Replaying a handler's calls therefore rebuilds
+exactly the store's contents. Handlers must be quick (mark something dirty, queue a key):
 a slow handler delays every later event of that resource. A handler that
 raises is logged and the informer carries on.
 
@@ -22,7 +23,15 @@ Handlers receive the store's own objects: **they must not modify them.**
 
 ``InformerFactory`` hands out one informer per resource per process, so the
 ingress controller and anything else that needs Services share one watch
-and one cache.
+and one cache::
+
+    factory = InformerFactory(ApiSource(kubeclient.load(kubeconfig)))  # or FileSource(folder)
+    slices = factory.informer(ENDPOINT_SLICES, {"service": index_endpointslice_by_service})
+    slices.add_handler(FuncHandler(add=mark_dirty, update=..., delete=...))
+    factory.start()
+    if not factory.wait_for_sync(timeout=60):
+        ...  # not synced: do not act on a partial cache
+    slices.store.by_index("service", "ns/web")
 """
 
 from __future__ import annotations
@@ -105,13 +114,23 @@ class _Dispatcher:
 
     def replace(self, objects: list[dict]) -> None:
         with self.lock:
-            old = self.store.replace(objects)
+            old = dict(self.store.items())
+            kept: list[dict] = []
+            changes: list[tuple[str, tuple[dict, ...]]] = []
             for obj in objects:
                 previous = old.pop(key_of(obj), None)
                 if previous is None:
-                    self._notify("on_add", obj)
+                    changes.append(("on_add", (obj,)))
                 elif _changed(previous, obj):
-                    self._notify("on_update", previous, obj)
+                    changes.append(("on_update", (previous, obj)))
+                else:
+                    # Unchanged: keep the object handlers already have, so
+                    # the store only ever holds objects they were given.
+                    obj = previous
+                kept.append(obj)
+            self.store.replace(kept)
+            for method, args in changes:
+                self._notify(method, *args)
             # What is left in ``old`` was deleted while we were not watching.
             for key, previous in old.items():
                 self._notify("on_delete", DeletedFinalStateUnknown(key, previous))

@@ -4,7 +4,18 @@ Pure functions on model objects. The rule: a change needs an nginx reload
 only when it changes the *shape* of the configuration, i.e. anything that is
 rendered into nginx.conf. Backends (endpoints, algorithm, affinity, canary
 traffic shaping) and certificates live in Lua only and are pushed as dynamic
-sections. ``tests/ingress/test_decide.py`` checks that every change this module
+sections. Two exceptions, both rendered and so shape:
+
+* whether a server has a certificate at all (HSTS is rendered for TLS
+  servers only); which certificate is dynamic;
+* which Lua hooks a location needs (``view.lua_phases``): a backend gaining
+  or losing canaries, cookie affinity or EWMA reloads. Plain round-robin
+  locations are served by ``balancer_by_lua`` alone, which makes them
+  nearly as cheap as a static upstream; the price is that these rarer,
+  deliberate changes (a new canary Ingress, an affinity or load-balance
+  annotation) take a reload instead of a push. Endpoint changes, canary
+  weights and headers, cookie options, hash keys and round robin <->
+  consistent hashing stay dynamic. ``tests/ingress/test_decide.py`` checks that every change this module
 calls dynamic really leaves the rendered nginx.conf byte-identical.
 """
 
@@ -14,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from platformd.ingress.model import Configuration
 from platformd.ingress.render import DynamicSection, dynamic_sections
+from platformd.ingress.view import lua_phases
 
 __all__ = ["Decision", "decide", "shape"]
 
@@ -35,13 +47,22 @@ class Decision:
         return not self.reload and not self.sections
 
 
+# Stands for "some certificate" in ``shape``: which one is dynamic, whether a
+# server has one is not (HSTS is rendered for TLS servers only).
+_SOME_CERTIFICATE = "tls"
+
+
 def shape(config: Configuration) -> Configuration:
     """``config`` without the parts nginx.conf does not depend on."""
     return replace(
         config,
         backends=(),
         certificates=(),
-        servers=tuple(replace(s, tls_certificate=None) for s in config.servers),
+        default_certificate=None,
+        servers=tuple(
+            replace(s, tls_certificate=None if s.tls_certificate is None else _SOME_CERTIFICATE)
+            for s in config.servers
+        ),
     )
 
 
@@ -51,4 +72,5 @@ def decide(running: Configuration | None, desired: Configuration) -> Decision:
         return Decision(reload=True, sections=wanted)
     current = {section.name: section.checksum for section in dynamic_sections(running)}
     changed = tuple(section for section in wanted if current.get(section.name) != section.checksum)
-    return Decision(reload=shape(running) != shape(desired), sections=changed)
+    reload = shape(running) != shape(desired) or lua_phases(running) != lua_phases(desired)
+    return Decision(reload=reload, sections=changed)

@@ -23,6 +23,7 @@ import os
 import sys
 
 from platformd.ingress.main import StartError, build_parser, make_dataplane, state_dir_of
+from platformd.ingress.orphans import stop_orphaned_workers
 
 log = logging.getLogger("platformd.nginx")
 
@@ -47,7 +48,14 @@ def bootstrap(args) -> list[str]:
         except NginxError as exc:
             raise StartError(" ".join(str(exc).split())) from None
         log.info("wrote bootstrap configuration %s", files.conf)
-    files.socket.unlink(missing_ok=True)
+    # A master killed with -9 leaves its workers serving on our ports; the
+    # new master could not bind until they let go (see orphans.py).
+    sockets = list(files.state_dir.glob("nginx-*.sock"))
+    stop_orphaned_workers({args.http_port, args.https_port}, {str(p) for p in sockets})
+    # nginx removes its unix sockets only on a clean exit; a stale file makes
+    # bind() fail with "Address already in use".
+    for stale in sockets:
+        stale.unlink(missing_ok=True)
     binary = NGINX_BINARY if os.path.exists(NGINX_BINARY) else "nginx"
     return [sys.executable, "-m", "platformd.logpipe", "--name", "nginx", "--",
             binary, "-p", str(files.state_dir), "-c", str(files.conf), "-e", str(files.error_log),

@@ -1,10 +1,14 @@
 """Client for the Lua configuration endpoint on nginx's unix socket.
 
 One verb: ``push(section, data)`` posts a section and returns once Lua reports
-the checksum we computed (``GET /configuration/<section>``), retrying with
-backoff while nginx is unreachable, answering 5xx, or still shows an older
-checksum. A 4xx answer means Lua refused the payload: retrying cannot help, so
-``LuaRejected`` is raised at once.
+the checksum we computed. Lua's 201 answer carries the checksum and version
+now in force, so the usual push is one round trip on one persistent
+connection; only after a failed attempt (transport error, 5xx, another
+checksum in force) does a retry first read the summary (``GET
+/configuration``), because the failed POST may still have landed. A 4xx
+answer means Lua refused the payload, and so does 507 (valid, but larger than
+the shared dict): retrying cannot help, so ``LuaRejected`` (``LuaTooLarge``
+for 507) is raised at once.
 
 Backoff numbers: first retry after 5 ms (an endpoint change should land in
 milliseconds, and the usual transient cause, a reload swapping workers, is
@@ -24,7 +28,7 @@ from platformd.common.backoff import Backoff
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.ingress.render import canonical_json, checksum
 
-__all__ = ["LuaClient", "LuaError", "LuaRejected", "LuaUnavailable"]
+__all__ = ["LuaClient", "LuaError", "LuaRejected", "LuaTooLarge", "LuaUnavailable"]
 
 
 class LuaError(Exception):
@@ -32,7 +36,7 @@ class LuaError(Exception):
 
 
 class LuaRejected(LuaError):
-    """Lua answered 4xx: the payload is invalid or too large."""
+    """Lua refused the payload (4xx: invalid or over the body limit; 507: see LuaTooLarge)."""
 
     def __init__(self, section: str, status: int, body: str) -> None:
         super().__init__(f"lua refused section {section!r}: HTTP {status}: {body[:200]}")
@@ -40,8 +44,19 @@ class LuaRejected(LuaError):
         self.status = status
 
 
+class LuaTooLarge(LuaRejected):
+    """Lua answered 507: the payload is valid but does not fit its shared dict.
+
+    Nothing changed in Lua. Only a smaller payload (or a larger
+    ``lua_shared_dict`` in the template) helps, so this is never retried.
+    """
+
+
 class LuaUnavailable(LuaError):
     """No confirmation within the deadline (nginx down, 5xx, wrong checksum)."""
+
+
+_JSON = {"Content-Type": "application/json"}
 
 
 class LuaClient:
@@ -71,28 +86,42 @@ class LuaClient:
         """Post ``data`` as ``section``; return the checksum once Lua confirms it."""
         expected = expected or checksum(data)
         body = b'{"checksum":"' + expected.encode() + b'","data":' + canonical_json(data) + b"}"
-        backoff = Backoff(initial=0.005, cap=0.5)
+        backoff: Backoff | None = None
         give_up = self.clock.monotonic() + self.deadline
         last_problem = "no attempt made"
         while True:
             try:
-                response = self._http.post(
-                    f"/configuration/{section}", content=body, headers={"Content-Type": "application/json"}
-                )
-                if 400 <= response.status_code < 500:
-                    raise LuaRejected(section, response.status_code, response.text)
-                if response.status_code >= 300:
-                    last_problem = f"POST answered HTTP {response.status_code}"
-                elif self.checksum(section) == expected:
+                # After a failed attempt the POST may have landed anyway.
+                if backoff is not None and self.checksum(section) == expected:
                     return expected
-                else:
-                    last_problem = "GET shows a different checksum"
+                last_problem = self._post(section, body, expected)
+                if last_problem is None:
+                    return expected
             except httpx.TransportError as exc:
                 last_problem = f"{type(exc).__name__}: {exc}"
+            backoff = backoff or Backoff(initial=0.005, cap=0.5)
             delay = backoff.next_delay()
             if self.clock.monotonic() + delay > give_up:
                 raise LuaUnavailable(f"section {section!r} not confirmed within {self.deadline}s: {last_problem}")
             self.clock.sleep(delay)
+
+    def _post(self, section: str, body: bytes, expected: str) -> str | None:
+        """One POST; None when its answer confirms ``expected``, else the problem."""
+        response = self._http.post(f"/configuration/{section}", content=body, headers=_JSON)
+        status = response.status_code
+        if status == 507:
+            raise LuaTooLarge(section, status, response.text)
+        if 400 <= status < 500:
+            raise LuaRejected(section, status, response.text)
+        if status >= 300:
+            return f"POST answered HTTP {status}"
+        try:
+            in_force = response.json().get("checksum")
+        except (ValueError, AttributeError):
+            in_force = None
+        if in_force == expected:
+            return None
+        return f"POST answered checksum {in_force!r} in force"
 
     def checksum(self, section: str) -> str | None:
         """The checksum Lua currently holds for ``section`` (None if unset).

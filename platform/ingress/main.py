@@ -27,6 +27,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ log = logging.getLogger("platformd.ingress")
 STATUS_RESYNC = 60.0
 #: How often the nginx master pid is checked (a new master gets the dynamic
 #: state again; a dead one, when we own it, is started by the next sync).
-NGINX_CHECK_INTERVAL = 1.0
+NGINX_CHECK_INTERVAL = 0.2  # a pid-file read and a /proc stat: cheap; a restarted nginx gets its backends fast
 COMPONENT = "platform-ingress-controller"
 
 
@@ -272,9 +273,12 @@ def _watch_nginx(controller, plane, stop: threading.Event, external: bool) -> No
     while not stop.wait(NGINX_CHECK_INTERVAL):
         try:
             plane.check()
-            if not external and controller.state.applied and plane.nginx.master_pid() is None:
+            master = plane.nginx.master_pid()
+            if not external and controller.state.applied and master is None:
                 log.warning("nginx is not running; the next sync starts it")
                 controller.trigger()
+            elif external and master is not None and controller.state.last_result != "ok":
+                controller.trigger()  # the supervisor's nginx is up: retry now, not after the backoff
         except Exception:  # noqa: BLE001 - the watcher must outlive any one failure
             log.exception("nginx check failed")
 
@@ -310,7 +314,9 @@ def _setup_status(args, api, controller, metrics, parts: _Parts, stop: threading
         return translation.owned_ingresses if translation is not None else ()
 
     namespace = os.environ.get("POD_NAMESPACE") or args.watch_namespace or "default"
-    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    # Without POD_NAME (not in a pod) a random suffix keeps two controllers in
+    # one process (tests) from sharing an identity and both leading.
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
     def leading(value: bool):
         def callback() -> None:

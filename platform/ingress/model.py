@@ -362,6 +362,18 @@ class Location:
 # --- servers ----------------------------------------------------------------
 
 
+def _canonical_locations(field_name: str, locations: Iterable[Location]) -> tuple[Location, ...]:
+    """``locations`` in canonical order; two locations for one path and match are an error."""
+    ordered = tuple(sorted(locations, key=lambda loc: loc.sort_key))
+    seen: set[tuple[PathMatch, str]] = set()
+    for loc in ordered:
+        key = (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
+        if key in seen:
+            raise v.ValidationError(field_name, loc.path, f"duplicate {loc.match.value} path")
+        seen.add(key)
+    return ordered
+
+
 def prefix_base(path: str) -> str:
     """The canonical form of a Prefix path: without trailing '/' (except '/')."""
     stripped = path.rstrip("/")
@@ -391,14 +403,7 @@ class Server:
         _set(self, "aliases", tuple(sorted(aliases)))
         if self.tls_certificate is not None:
             _checked(where, v.certificate_id, "tls_certificate", self.tls_certificate)
-        locations = tuple(sorted(self.locations, key=lambda loc: loc.sort_key))
-        seen: set[tuple[PathMatch, str]] = set()
-        for loc in locations:
-            key = (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
-            if key in seen:
-                raise v.ValidationError(f"{where}.locations", loc.path, f"duplicate {loc.match.value} path")
-            seen.add(key)
-        _set(self, "locations", locations)
+        _set(self, "locations", _canonical_locations(f"{where}.locations", self.locations))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -520,8 +525,15 @@ class GlobalSettings:
 class Configuration:
     """Everything the data plane serves.
 
-    ``default_backend`` serves requests no server/location matches (and the
-    catch-all server); None answers them with 404.
+    The catch-all server (nginx's ``server_name _``, any host no ``Server``
+    names) serves ``default_server_locations`` (Ingress rules without a host)
+    and, for everything else, ``default_backend``; None answers 404 there.
+    A ``Prefix /`` among ``default_server_locations`` takes the place of the
+    ``default_backend`` location. A named server without a ``Prefix /`` of its
+    own answers 404 for paths none of its locations match.
+
+    ``default_certificate`` (a ``Certificate.id``) is served for TLS names no
+    certificate covers; None leaves the built-in self-signed one.
     """
 
     servers: tuple[Server, ...] = ()
@@ -529,6 +541,8 @@ class Configuration:
     certificates: tuple[Certificate, ...] = ()
     settings: GlobalSettings = GlobalSettings()
     default_backend: str | None = None
+    default_server_locations: tuple[Location, ...] = ()
+    default_certificate: str | None = None
 
     def __post_init__(self) -> None:
         _set(self, "servers", _unique_sorted(self.servers, lambda s: s.hostname, "servers"))
@@ -544,6 +558,10 @@ class Configuration:
                 names[name] = server.hostname
         if self.default_backend is not None:
             v.backend_name("default_backend", self.default_backend)
+        _set(self, "default_server_locations",
+             _canonical_locations("default_server_locations", self.default_server_locations))
+        if self.default_certificate is not None:
+            v.certificate_id("default_certificate", self.default_certificate)
 
     def backend(self, name: str) -> Backend | None:
         for backend in self.backends:

@@ -21,6 +21,7 @@ reports the state of a worker.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -158,6 +159,30 @@ class NginxProcess:
         wanted = "nginx: worker process is shutting down" if shutting_down else "nginx: worker process"
         return {pid for pid in _children(master) if _title(pid) == wanted}
 
+    def _settled_workers(self, master: int) -> set[int] | None:
+        """The serving workers of ``master``, or None while one was just forked.
+
+        A freshly forked child still carries the master's title until it has
+        set itself up, so counting before that would miss workers.
+        """
+        children = _children(master)
+        titles = [_title(pid) for pid in children]
+        if any(title.startswith("nginx: master") for title in titles):
+            return None
+        workers = {pid for pid, title in zip(children, titles) if title == "nginx: worker process"}
+        return workers if len(workers) >= self._expected_workers() else None
+
+    def _expected_workers(self) -> int:
+        """``worker_processes`` of the live file (``auto``: one per CPU, as nginx counts)."""
+        try:
+            match = re.search(r"^\s*worker_processes\s+(\w+);", self.files.conf.read_text(), flags=re.M)
+        except OSError:
+            return 1
+        if match is None:
+            return 1
+        value = match.group(1)
+        return int(value) if value.isdigit() else (os.cpu_count() or 1)
+
     # --- verbs ----------------------------------------------------------
 
     def test_config(self, path: Path | None = None) -> None:
@@ -210,8 +235,9 @@ class NginxProcess:
                 self._popen = None
                 raise StartError(f"nginx exited at start-up; see {self.files.error_log}: {self._log_tail()}")
             master = self.master_pid()
-            if master is not None and self.worker_pids():
-                self._known_workers = self.worker_pids()
+            workers = self._settled_workers(master) if master is not None else None
+            if workers:
+                self._known_workers = workers
                 return master
             self.clock.sleep(0.01)
         raise StartError(f"nginx did not start within {timeout}s: {self._log_tail()}")
@@ -230,7 +256,7 @@ class NginxProcess:
         os.kill(master, signal.SIGHUP)
         deadline = self.clock.monotonic() + timeout
         while self.clock.monotonic() < deadline:
-            current = self.worker_pids()
+            current = self._settled_workers(master)
             if current and not (current & before):
                 self._known_workers = current
                 return current
@@ -280,9 +306,11 @@ class NginxProcess:
                 _kill(pid, signal.SIGKILL)
             self._wait_gone(orphans, 2.0)
         self._known_workers = set()
-        # nginx removes its unix socket on a clean exit only; a stale one
-        # would make bind() fail with "Address already in use".
-        self.files.socket.unlink(missing_ok=True)
+        # nginx removes its unix sockets on a clean exit only; a stale one
+        # would make bind() fail with "Address already in use". All of them
+        # (configuration endpoint, 503 server) are named nginx-*.sock.
+        for stale in self.files.state_dir.glob("nginx-*.sock"):
+            stale.unlink(missing_ok=True)
 
     def _wait_gone(self, pids: set[int], timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -116,7 +116,9 @@ def certificates_payload(config: Configuration) -> dict[str, Any]:
 
     A certificate serves the hostnames it lists; a server's explicit
     ``tls_certificate`` reference overrides that for its own names. A server
-    pointing at an unknown certificate is left to the default certificate.
+    pointing at an unknown certificate is left to the default certificate:
+    ``default_certificate`` when it names a known certificate, else the
+    template's built-in one (``"default": null``).
     """
     by_id = {c.id: c for c in config.certificates}
     uids = {c.id: certificate_uid(c.cert_pem, c.key_pem) for c in config.certificates}
@@ -128,9 +130,10 @@ def certificates_payload(config: Configuration) -> dict[str, Any]:
         if server.tls_certificate in by_id:
             for name in server.names:
                 servers[name] = uids[server.tls_certificate]
-    used = set(servers.values())
+    default = uids.get(config.default_certificate) if config.default_certificate else None
+    used = set(servers.values()) | ({default} if default else set())
     pems = {uids[c.id]: c.cert_pem.rstrip("\n") + "\n" + c.key_pem for c in config.certificates if uids[c.id] in used}
-    return {"servers": dict(sorted(servers.items())), "certificates": dict(sorted(pems.items())), "default": None}
+    return {"servers": dict(sorted(servers.items())), "certificates": dict(sorted(pems.items())), "default": default}
 
 
 def general_payload(config: Configuration) -> dict[str, Any]:

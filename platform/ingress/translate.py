@@ -30,25 +30,30 @@ Semantics decided here (see also each module's docstring):
   ``use-regex`` or ``rewrite-target``, then it is a case-insensitive regex
   anchored at the start. Unlike ingress-nginx this is per Ingress, not per
   host: another team's ``use-regex`` never turns our Prefix paths into
-  regexes that match ``/foobar`` for ``/foo``.
+  regexes that match ``/foobar`` for ``/foo``. On a host with both, the
+  longest matching path wins, Exact first (``view`` renders that).
 * Hosts. Lower-cased; a host with rules but no path (or only a TLS entry)
   still gets a server. Each host's unmatched paths go to the ``spec.
   defaultBackend`` of its oldest Ingress that has one (with that Ingress's
   annotations, so an allowlist guards it too), else to
-  ``--default-backend-service``, else get nginx's 404. Rules without a host
-  belong to the catch-all server ``_``; the model can only express its ``/``
-  (``Configuration.default_backend``), so other host-less paths get a
-  ``HostlessPathUnsupported`` Problem until the model can carry locations
-  for the catch-all server.
-* Catch-all. ``default_backend`` is, in order: a host-less ``/`` rule, the
-  ``spec.defaultBackend`` of the oldest Ingress without rules, the
-  ``--default-backend-service``; none → 404.
+  ``--default-backend-service``, else get a 404. Rules without a host
+  belong to the catch-all server ``_`` (any host no rule names): their paths
+  become ``Configuration.default_server_locations`` with their Ingress's
+  annotations, the same precedence rules as a named host (see ``view``),
+  and no TLS of their own (only ``force-ssl-redirect`` redirects them).
+* Catch-all. ``default_backend`` is, in order: a host-less ``Prefix /`` rule
+  without per-location annotations, the ``spec.defaultBackend`` of the
+  oldest Ingress without rules, the ``--default-backend-service``; none →
+  404. A host-less ``/`` rule with annotations is a catch-all location
+  instead (and so takes the ``/`` of the catch-all server).
 * TLS. A ``spec.tls`` entry without hosts covers all rule hosts of its
   Ingress. A TLS host's locations redirect HTTP to HTTPS unless
   ``ssl-redirect: "false"`` (ConfigMap default ``ssl-redirect``), whether its
   Secret was usable or not (the default certificate still terminates TLS);
   ``force-ssl-redirect`` redirects any host. A wildcard TLS host covers one
   label. A Secret whose certificate does not cover the host is not used for it.
+  A usable ``--default-ssl-certificate`` is ``Configuration.default_certificate``:
+  served for TLS names no certificate covers.
 * Canaries (``canary: "true"``) make no locations of their own (their TLS
   and defaultBackend are ignored too): each path's Service becomes an
   alternative backend of the primary at the same host, path and match,
@@ -215,13 +220,18 @@ class _Translator:
         self._merge_canaries(canaries, routes)
         tls_hosts, host_certs, certificates = self._tls(primaries, hosts)
         servers = self._servers(hosts, routes, tls_hosts, host_certs)
-        default_backend = self._catch_all(routes, primaries)
+        default_backend, catch_all = self._catch_all(routes, primaries)
+        default_certificate = self.opts.default_ssl_certificate
         configuration = Configuration(
             servers=tuple(servers),
-            backends=self._backend_models(servers, default_backend),
+            backends=self._backend_models(servers, catch_all, default_backend),
             certificates=tuple(certificates),
             settings=config.settings,
             default_backend=default_backend,
+            default_server_locations=tuple(catch_all),
+            default_certificate=(
+                default_certificate if any(c.id == default_certificate for c in certificates) else None
+            ),
         )
         return Translation(
             configuration=configuration,
@@ -424,8 +434,10 @@ class _Translator:
             return None
         return self._backend(ing, ref)
 
-    def _backend_models(self, servers: list[Server], default_backend: str | None) -> tuple[Backend, ...]:
+    def _backend_models(self, servers: list[Server], catch_all: list[Location],
+                        default_backend: str | None) -> tuple[Backend, ...]:
         used: set[str] = {default_backend} if default_backend else set()
+        used.update(loc.backend for loc in catch_all if loc.backend)
         for server in servers:
             used.update(loc.backend for loc in server.locations if loc.backend)
         for name in list(used):
@@ -649,26 +661,25 @@ class _Translator:
 
     # -- the catch-all ----------------------------------------------------------------------
 
-    def _catch_all(self, routes: dict[tuple, _Route], primaries: list[_Ingress]) -> str | None:
-        chosen = None
+    def _catch_all(self, routes: dict[tuple, _Route], primaries: list[_Ingress]) -> tuple[str | None, list[Location]]:
+        """``(default_backend, locations)`` of the catch-all server (module docstring)."""
+        chosen, locations = None, []
         for route in sorted((r for r in routes.values() if r.host == ""), key=lambda r: r.key):
             if route.match is PathMatch.PREFIX and prefix_base(route.path) == "/" and not _location_settings(route.ing.ann):
                 chosen = self._route_backend(route)
-            else:
-                self.problems.append(route.ing.problem(
-                    "HostlessPathUnsupported",
-                    f"{route.describe()}: rules without a host can only route '/' without per-path settings "
-                    "to the catch-all server yet; ignored",
-                ))
+                continue
+            location = self._location(route, is_tls=False)
+            if location is not None:
+                locations.append(location)
         if chosen is not None:
-            return chosen
+            return chosen, locations
         for ing in primaries:
             if (ing.obj.get("spec") or {}).get("rules"):
                 continue
             backend = self._spec_default_backend(ing)
             if backend is not None:
-                return backend
-        return self._option_default_backend()
+                return backend, locations
+        return self._option_default_backend(), locations
 
     def _option_default_backend(self) -> str | None:
         key = self.opts.default_backend_service
@@ -692,8 +703,8 @@ def _wildcard_of(host: str) -> str:
 
 
 def _location_settings(ann: ann_mod.Annotations) -> bool:
-    """Whether ``ann`` asks for per-location behaviour (which the catch-all
-    ``default_backend`` location cannot carry)."""
+    """Whether ``ann`` asks for per-location behaviour (which the plain
+    ``default_backend`` location does not carry)."""
     plain = ann_mod.Annotations()
     return any(
         getattr(ann, name) != getattr(plain, name)

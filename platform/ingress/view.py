@@ -7,6 +7,37 @@ protocol uses, whether a default applies) is taken here, in pure functions.
 Every string in a view object is either a constant chosen by this module or
 a user value that went through its validator and ``validate.quote``. Tokens
 that are already quoted carry a ``_q`` suffix in their field name.
+
+Which location answers a request (Kubernetes semantics on nginx's rules).
+nginx takes an ``=`` location that matches; otherwise it remembers the
+longest matching plain prefix location, then tries the regex locations in
+file order and takes the first that matches; only when none does, the
+remembered prefix. Left alone, any matching regex would beat a longer Prefix
+path. So per server:
+
+1. Exact paths are ``=`` locations: Exact beats everything (Kubernetes).
+2. A server without Regex paths keeps Prefix paths as plain prefix
+   locations: the longest one wins, which is the Kubernetes rule.
+3. In a server with Regex paths, every Prefix path but ``/`` is rendered as
+   a case-sensitive regex, ``^/foo(?:/|$)``, and the regex-form locations
+   are ordered longest path first (length of the path as written; a Prefix
+   path without its trailing ``/``), a Prefix before a Regex of equal
+   length, then by path text. The first that matches wins, so the longest
+   matching path wins whichever kind it is (ingress-nginx orders its regex
+   hosts by path length the same way). ``Prefix /`` stays a plain prefix
+   location and so answers only what nothing else matches.
+4. Every server ends with a plain ``/``: the server's own ``Prefix /``,
+   else a 404 (the translator adds a host's default backend as its ``/``
+   when it has one), so nothing falls through to nginx's ``root html``.
+
+Server names: exact names as they are; a wildcard ``*.example.com`` covers
+exactly one DNS label (Kubernetes), whereas nginx's ``*.example.com`` also
+matches ``a.b.example.com``, so it is rendered as the regex
+``~^[^.]+\\.example\\.com$``. nginx tries exact names before regexes, so an
+exact host always beats a wildcard one; regex names are tried in file order,
+which is deterministic (servers sorted by hostname, aliases sorted) and
+irrelevant anyway: two one-label wildcards with different suffixes never
+match the same name.
 """
 
 from __future__ import annotations
@@ -18,6 +49,7 @@ from pathlib import Path
 
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
+    Backend,
     BackendProtocol,
     Configuration,
     Cors,
@@ -28,7 +60,7 @@ from platformd.ingress.model import (
     prefix_base,
 )
 
-__all__ = ["RuntimePaths", "NginxView", "ServerView", "LocationView", "build"]
+__all__ = ["RuntimePaths", "NginxView", "ServerView", "LocationView", "LuaPhases", "build", "lua_phases"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +75,14 @@ class RuntimePaths:
     @property
     def socket(self) -> Path:
         return self.state_dir / "nginx-config.sock"
+
+    @property
+    def unavailable_socket(self) -> Path:
+        """The internal server answering 503 for backends without endpoints.
+
+        Shorter than ``socket``, so the length check of that covers it.
+        """
+        return self.state_dir / "nginx-503.sock"
 
     @property
     def pid_file(self) -> Path:
@@ -97,7 +137,9 @@ class LocationView:
     buffering: str  # "on" / "off"
     host_header: str  # quoted value or the variable $host
     cors: "CorsView | None"
-    hsts: bool
+    hsts: bool  # the server has TLS and HSTS is on (sent on https only)
+    lua_access: bool  # render access_by_lua (see lua_phases)
+    lua_log: bool  # render log_by_lua
 
 
 @dataclass(frozen=True)
@@ -149,10 +191,12 @@ class NginxView:
     https_port: int
     reuse_port: bool
     socket_q: str
+    unavailable_socket_q: str
+    unavailable_peer_lua: str  # a Lua string literal
     hsts_q: str | None  # Strict-Transport-Security value, sent on https only
     limit_zones: tuple[LimitZone, ...]
     servers: tuple[ServerView, ...]
-    default_location: LocationView
+    default_locations: tuple[LocationView, ...]  # of the catch-all server "_"
 
 
 def build(config: Configuration, paths: RuntimePaths) -> NginxView:
@@ -162,8 +206,10 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
     if len(socket.encode()) > MAX_SOCKET_PATH:
         raise v.ValidationError("state_dir", socket, f"unix socket path longer than {MAX_SOCKET_PATH} bytes")
     zones: list[LimitZone] = []
-    servers = tuple(_server(server, settings, zones) for server in config.servers)
-    default_location = _default_location(config, settings)
+    phases = lua_phases(config)
+    servers = tuple(_server(server, settings, zones, phases) for server in config.servers)
+    default_locations = _default_locations(config, settings, zones, phases)
+    unavailable = "unix:" + _plain_path("unavailable_socket", paths.unavailable_socket)
     lua_dir = _plain_path("lua_dir", paths.lua_dir)
     temp = {name: _file_path("temp_dir", paths.temp_dir / name) for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     return NginxView(
@@ -192,51 +238,143 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         https_port=settings.listen.https_port,
         reuse_port=settings.listen.reuse_port,
         socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
+        unavailable_socket_q=v.quote(unavailable),
+        # A plain path has no quote or backslash: safe in a Lua string as is.
+        unavailable_peer_lua='"' + unavailable + '"',
         hsts_q=_hsts(settings),
         limit_zones=tuple(zones),
         servers=servers,
-        default_location=default_location,
+        default_locations=default_locations,
     )
 
 
-def _server(server: Server, settings: GlobalSettings, zones: list[LimitZone]) -> ServerView:
+def _server(server: Server, settings: GlobalSettings, zones: list[LimitZone],
+            phases: dict[str, LuaPhases]) -> ServerView:
     where = f"server[{server.hostname}]"
-    names = tuple(v.quote(v.hostname(f"{where}.names", n)) for n in server.names)
+    names = tuple(_server_name(v.hostname(f"{where}.names", n)) for n in server.names)
     redirect = None
     if server.redirect is not None:
         redirect = f"{server.redirect.code} {v.quote(v.redirect_target(f'{where}.redirect', server.redirect.target))}"
-    exact_paths = {loc.path for loc in server.locations if loc.match is PathMatch.EXACT}
-    locations: list[LocationView] = []
-    for loc in server.locations:
+    locations = _locations(where, server.locations, server.hostname, settings, zones, phases,
+                           tls=server.tls_certificate is not None)
+    return ServerView(names_q=names, redirect=redirect, locations=locations)
+
+
+def _server_name(name: str) -> str:
+    """A validated hostname as a ``server_name`` token (see module docstring)."""
+    if not name.startswith("*."):
+        return v.quote(name)
+    suffix = name[2:]
+    return v.quote("~^[^.]+" + re.escape("." + suffix) + "$")
+
+
+def _locations(where: str, locations: tuple[Location, ...], host: str, settings: GlobalSettings,
+               zones: list[LimitZone], phases: dict[str, LuaPhases], *, tls: bool) -> tuple[LocationView, ...]:
+    """The location blocks of one server, in the order nginx must see them."""
+    exact_paths = {loc.path for loc in locations if loc.match is PathMatch.EXACT}
+    regex_host = any(loc.match is PathMatch.REGEX for loc in locations)
+    ordered: list[tuple[tuple, LocationView]] = []
+    for index, loc in enumerate(locations):
         try:
-            for match_q in _location_matches(loc, exact_paths):
-                locations.append(_location(loc, match_q, server.hostname, settings, zones))
+            for match_q, regex_form in _location_matches(loc, exact_paths, regex_host):
+                order = _regex_order(loc) if regex_form else (0, index)
+                view = _location(loc, match_q, host, settings, zones, tls)
+                hooks = phases.get(loc.backend or "", _PLAIN)
+                ordered.append((order, replace(view, lua_access=hooks.access, lua_log=hooks.log)))
         except v.ValidationError as exc:
             raise exc.within(f"{where}.location[{loc.path}]") from None
-    return ServerView(names_q=names, redirect=redirect, locations=tuple(locations))
+    if not any(_is_root_prefix(loc) for loc in locations):
+        ordered.append(((2,), _not_found(host, settings, tls)))
+    return tuple(view for _, view in sorted(ordered, key=lambda item: item[0]))
 
 
-def _location_matches(loc: Location, exact_paths: set[str]) -> tuple[str, ...]:
-    """nginx `location` arguments expressing the Kubernetes path semantics.
+def _is_root_prefix(loc: Location) -> bool:
+    return loc.match is PathMatch.PREFIX and prefix_base(loc.path) == "/"
+
+
+def _regex_order(loc: Location) -> tuple:
+    length = len(prefix_base(loc.path)) if loc.match is PathMatch.PREFIX else len(loc.path)
+    return (1, -length, 0 if loc.match is PathMatch.PREFIX else 1, loc.path)
+
+
+def _location_matches(loc: Location, exact_paths: set[str], regex_host: bool) -> tuple[tuple[str, bool], ...]:
+    """``(location arguments, is a regex)`` expressing the Kubernetes path semantics.
 
     Prefix ``/foo`` must match ``/foo`` and ``/foo/...`` but not ``/foobar``,
     so it becomes ``= /foo`` plus ``/foo/``; an Exact path of the same name
     wins over the Prefix one (Kubernetes: Exact beats Prefix), so the ``=``
-    half is left out then.
+    half is left out then. In a server with Regex paths it is the regex
+    ``^/foo(?:/|$)`` instead (module docstring, rule 3).
     """
     if loc.match is PathMatch.EXACT:
-        return ("= " + v.quote(v.path("path", loc.path)),)
+        return (("= " + v.quote(v.path("path", loc.path)), False),)
     if loc.match is PathMatch.REGEX:
         pattern = v.regex("path", loc.path)
         anchored = pattern if pattern.startswith("^") else "^" + pattern
-        return ("~* " + v.quote(anchored, allow_variables=True),)
+        return (("~* " + v.quote(anchored, allow_variables=True), True),)
     base = prefix_base(v.path("path", loc.path))
     if base == "/":
-        return (v.quote("/"),)
-    matches = [v.quote(base + "/")]
+        return ((v.quote("/"), False),)
+    if regex_host:
+        return (("~ " + v.quote("^" + re.escape(base) + "(?:/|$)"), True),)
+    matches = [(v.quote(base + "/"), False)]
     if base not in exact_paths:
-        matches.insert(0, "= " + v.quote(base))
+        matches.insert(0, ("= " + v.quote(base), False))
     return tuple(matches)
+
+
+@dataclass(frozen=True)
+class LuaPhases:
+    """Which Lua hooks besides ``balancer_by_lua`` a location's requests need."""
+
+    access: bool = False  # canary choice, sticky cookie, EWMA in-flight count
+    log: bool = False  # EWMA response times
+
+
+_PLAIN = LuaPhases()
+
+
+def _algorithm(backend: Backend) -> str:
+    """Which lua/balancer module serves ``backend`` (balancer.lua's algorithm_for)."""
+    if backend.upstream_hash_by:
+        return "chash"
+    if backend.session_affinity is not None:
+        return "sticky_" + backend.session_affinity.mode.value
+    return backend.load_balance.value
+
+
+def lua_phases(config: Configuration) -> dict[str, LuaPhases]:
+    """Lua hooks per backend name that locations use; absent means balancer only.
+
+    Plain backends (round robin or consistent hashing, no canary) are served
+    by ``balancer_by_lua`` alone, which spares every request a Lua coroutine
+    (access phase) and ngx.ctx: that is most of the Lua balancer's cost over
+    a static upstream. A backend with canaries, cookie affinity or EWMA needs
+    the access phase (canary choice, Set-Cookie, in-flight counts), and EWMA
+    anywhere among it and its canaries the log phase. These are properties
+    of a backend that are otherwise dynamic; ``decide`` compares this mapping
+    too, so changing one of them is a reload (see decide.py). Must agree with
+    ``needs_access`` in lua/balancer.lua.
+    """
+    by_name = {b.name: b for b in config.backends}
+    used = {config.default_backend} if config.default_backend else set()
+    for server in config.servers:
+        used.update(loc.backend for loc in server.locations if loc.backend)
+    used.update(loc.backend for loc in config.default_server_locations if loc.backend)
+    phases: dict[str, LuaPhases] = {}
+    for name in sorted(used):
+        backend = by_name.get(name)
+        if backend is None:
+            continue
+        algorithms = {_algorithm(backend)} | {
+            _algorithm(by_name[alt]) for alt in backend.alternative_backends if alt in by_name
+        }
+        if backend.alternative_backends or _algorithm(backend) in _NEEDS_ACCESS:
+            phases[name] = LuaPhases(access=True, log="ewma" in algorithms)
+    return phases
+
+
+_NEEDS_ACCESS = frozenset({"ewma", "sticky_balanced", "sticky_persistent"})
 
 
 _PASS = {
@@ -252,7 +390,8 @@ def _zone_name(kind: str, host: str, path: str) -> str:
     return f"{kind}_{digest}"
 
 
-def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, zones: list[LimitZone]) -> LocationView:
+def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, zones: list[LimitZone],
+              tls: bool) -> LocationView:
     module, pass_url = _PASS[loc.proxy.protocol]
     timeouts = loc.proxy.timeouts
     limit_req = limit_conn = None
@@ -295,7 +434,9 @@ def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, 
             else "$host"
         ),
         cors=_cors(loc.cors) if loc.cors is not None else None,
-        hsts=settings.tls.hsts.enabled,
+        hsts=tls and settings.tls.hsts.enabled,
+        lua_access=False,
+        lua_log=False,
     )
 
 
@@ -355,11 +496,20 @@ def _hsts(settings: GlobalSettings) -> str | None:
     return v.quote(value)
 
 
-def _default_location(config: Configuration, settings: GlobalSettings) -> LocationView:
-    """The catch-all: the default backend if there is one, else 404 (see template)."""
-    backend = config.default_backend or "default-404"
-    loc = Location(path="/", backend=backend)
-    view = _location(loc, v.quote("/"), "_", settings, [])
-    if config.default_backend is None:
-        return replace(view, proxy=False, return_line="404")
-    return view
+def _default_locations(config: Configuration, settings: GlobalSettings, zones: list[LimitZone],
+                       phases: dict[str, LuaPhases]) -> tuple[LocationView, ...]:
+    """The catch-all server's locations: host-less rules, then the default ``/``.
+
+    The default ``/`` proxies to the default backend if there is one, else
+    answers 404; a host-less ``Prefix /`` rule takes its place.
+    """
+    locations = config.default_server_locations
+    if config.default_backend is not None and not any(_is_root_prefix(loc) for loc in locations):
+        locations = (*locations, Location(path="/", backend=config.default_backend))
+    return _locations("default_server", locations, "_", settings, zones, phases, tls=False)
+
+
+def _not_found(host: str, settings: GlobalSettings, tls: bool) -> LocationView:
+    """``location /`` answering 404, for a server without a ``Prefix /``."""
+    view = _location(Location(path="/", backend="default-404"), v.quote("/"), host, settings, [], tls)
+    return replace(view, proxy=False, return_line="404")

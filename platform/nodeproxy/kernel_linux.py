@@ -146,7 +146,10 @@ class LinuxKernel:
     """:class:`~platformd.nodeproxy.kernel.Kernel` on the running Linux kernel.
 
     Sockets are opened on first use, so constructing one never fails; the
-    IPVS socket needs the ``ip_vs`` module, which :meth:`probe` loads.
+    IPVS socket needs the ``ip_vs`` module, which :meth:`probe` loads. Each
+    socket stays in the network namespace of the thread that first used it,
+    while the tools (iptables, conntrack) and /proc/sys follow the calling
+    thread: use one instance from one namespace.
     ``module_loader`` loads one kernel module by name and says whether it
     worked (default :func:`modprobe`). Not thread-safe (the proxier
     serialises its calls, as the interface says).
@@ -443,7 +446,10 @@ class LinuxKernel:
                 raise KernelError(f"ipset {spec.name} exists with type {existing}, not {spec.set_type}")
             return
         bitmap = spec.set_type.startswith("bitmap:")
-        family = socket.AF_UNSPEC if bitmap else (socket.AF_INET6 if spec.family == "inet6" else socket.AF_INET)
+        if bitmap:
+            family = socket.AF_UNSPEC  # bitmap:port holds no addresses
+        else:
+            family = socket.AF_INET6 if spec.family == "inet6" else socket.AF_INET
         kwargs = dict(stype=spec.set_type, family=family, exclusive=False)
         if bitmap:
             kwargs["bitmap_ports_range"] = spec.port_range
@@ -458,7 +464,8 @@ class LinuxKernel:
                 if entry.ip is None:
                     parts.append(entry.port)
                 else:
-                    parts.append(PortEntry(entry.port, protocol=PROTOCOL_NUMBERS[(entry.protocol or "tcp").upper()]))
+                    protocol = PROTOCOL_NUMBERS[(entry.protocol or "tcp").upper()]
+                    parts.append(PortEntry(entry.port, protocol=protocol))
             elif not parts:
                 parts.append(entry.ip)
             else:
@@ -512,14 +519,13 @@ class LinuxKernel:
         return members
 
     def add_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
-        self._change_member("add", name, entry, Exists)
+        self._change_member("add", f"adding {entry} to ipset {name}", name, entry, Exists)
 
     def delete_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
-        self._change_member("delete", name, entry, NotFound)
+        self._change_member("delete", f"deleting {entry} from ipset {name}", name, entry, NotFound)
 
-    def _change_member(self, method: str, name: str, entry: IPSetEntry, on_exist) -> None:
+    def _change_member(self, method: str, what: str, name: str, entry: IPSetEntry, on_exist) -> None:
         etype = self._etype(name)
-        what = f"{'adding' if method == 'add' else 'deleting'} {entry} {'to' if method == 'add' else 'from'} ipset {name}"
         try:
             self._ipset_call(what, method, name, self._member(entry, etype), etype=etype, on_exist=on_exist)
         except (Exists, NotFound):
@@ -551,7 +557,8 @@ class LinuxKernel:
         if done.returncode != 0:
             raise KernelError(f"iptables-restore: {done.stderr.strip() or done.stdout.strip()}")
 
-    def _rule_command(self, op: str, table: str, chain: str, rule: tuple[str, ...]) -> subprocess.CompletedProcess:
+    def _rule_command(self, op: str, table: str, chain: str,
+                      rule: tuple[str, ...]) -> subprocess.CompletedProcess:
         return self._run([self._iptables, "-w", "-t", table, op, chain, *rule],
                          f"iptables {op} {table}/{chain}")
 

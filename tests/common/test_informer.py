@@ -130,12 +130,15 @@ def test_unchanged_objects_are_not_redelivered_on_relist():
     informer.start()
     try:
         assert informer.wait_for_sync(5)
+        first = informer.store.get("default/a")
         assert eventually(lambda: source.count("watch") == 1)
         source.compact()
         source.fail_next(errors.ResourceExpired(410, "gone", "Expired"))
         source.drop_watches()
         assert eventually(lambda: informer.reflector.list_count == 2)
         assert rec.calls == [("add", "default/a")]
+        # The store keeps the object handlers were given, not the relisted copy.
+        assert informer.store.get("default/a") is first
     finally:
         informer.stop()
 

@@ -1,19 +1,22 @@
 """Reflector unit tests against an in-memory source, plus recovery tests
 against the fake API server (410, dropped watches, restarts, outages)."""
 
+import json
 import random
 import threading
 import time
 
 import pytest
 
-from platformd.common import errors
+from platformd.common import errors, kubeclient
+from platformd.common.apisource import ApiSource, decode_watch, parse_list
 from platformd.common.clock import FakeClock
 from platformd.common.reflector import Reflector, ReflectorOptions
 from platformd.common.resources import CONFIGMAPS
 from platformd.common.store import Store
 
 from tests.common.memsource import MemorySource
+from tests.fakeapi import FakeApiServer
 
 # Fast numbers for tests that run on the real clock.
 FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
@@ -292,11 +295,6 @@ def test_repeated_410_is_backed_off():
 
 # ---------------------------------------------------------------- against the fake API server
 
-from tests.fakeapi import FakeApiServer  # noqa: E402
-
-from platformd.common import kubeclient  # noqa: E402
-from platformd.common.apisource import ApiSource  # noqa: E402
-
 
 @pytest.fixture
 def fake_api(tmp_path):
@@ -339,6 +337,37 @@ def test_fake_api_relists_on_410(fake_api):
         # The missed delete can only be learnt from a new list.
         assert r.reflector.list_count == 2
         assert lists_made(server) == 2
+
+
+def test_fake_api_restarts_a_list_whose_continue_token_expired(fake_api):
+    server, source = fake_api
+    for i in range(7):
+        server.create(configmap(f"cm{i}"))
+
+    class CompactAfterFirstPage:
+        def __init__(self):
+            self.pages = 0
+
+        def list(self, *args, **kwargs):
+            page = source.list(*args, **kwargs)
+            self.pages += 1
+            if self.pages == 1:
+                server.delete("configmaps", "default", "cm6")
+                server.create(configmap("late"))
+                server.faults.compact()
+            return page
+
+        def watch(self, *args, **kwargs):
+            return source.watch(*args, **kwargs)
+
+    options = ReflectorOptions(page_size=3, backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
+    with Running(CompactAfterFirstPage(), options=options) as r:
+        assert r.reflector.wait_for_sync(5)
+        assert store_rvs(r.store) == server_rvs(server)
+    statuses = [(query, status) for _, _, path, query, status in server.request_log
+                if path == "/api/v1/configmaps" and "watch=true" not in query]
+    assert statuses[1][0].startswith("limit=3&continue=") and statuses[1][1] == 410
+    assert statuses[2] == ("limit=3", 200)  # started over
 
 
 def test_fake_api_rewatches_after_dropped_watches_without_relisting(fake_api):
@@ -423,3 +452,37 @@ class CountingSource:
     def watch(self, *args, **kwargs):
         self.calls.append("watch")
         return self.source.watch(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- watch stream decoding
+
+
+def test_decode_watch_handles_lines_split_and_joined_across_chunks():
+    lines = [json.dumps({"type": t, "object": {"metadata": {"name": f"o{i}", "resourceVersion": str(i)}}})
+             for i, t in enumerate(["ADDED", "MODIFIED", "BOOKMARK", "DELETED"])]
+    data = ("\n".join(lines) + "\n").encode()
+    for size in (1, 7, 64, len(data)):
+        chunks = [data[i:i + size] for i in range(0, len(data), size)]
+        events = list(decode_watch(chunks))
+        assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
+            ("ADDED", "o0"), ("MODIFIED", "o1"), ("BOOKMARK", "o2"), ("DELETED", "o3")]
+
+
+def test_decode_watch_raises_error_events_as_our_exceptions():
+    gone = b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}\n'
+    with pytest.raises(errors.ResourceExpired, match="too old"):
+        list(decode_watch([b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n', gone]))
+    with pytest.raises(errors.ServerError):
+        list(decode_watch([b'{"type":"ERROR","object":{"kind":"Status","code":500}}\n']))
+    with pytest.raises(errors.InvalidResponse):
+        list(decode_watch([b"<html>\n"]))
+
+
+def test_parse_list_fills_in_kind_and_api_version():
+    body = json.dumps({"kind": "ConfigMapList", "metadata": {"resourceVersion": "42", "continue": "abc"},
+                       "items": [{"metadata": {"name": "a"}}]}).encode()
+    page = parse_list(body, CONFIGMAPS)
+    assert page.resource_version == "42" and page.continue_token == "abc"
+    assert page.items == [{"metadata": {"name": "a"}, "kind": "ConfigMap", "apiVersion": "v1"}]
+    with pytest.raises(errors.InvalidResponse):
+        parse_list(b"not json", CONFIGMAPS)

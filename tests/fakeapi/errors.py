@@ -84,8 +84,9 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
-    return ApiError(405, "MethodNotAllowed", message)
+def method_not_allowed() -> ApiError:
+    return ApiError(405, "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource")
 
 
 def unsupported_media_type(content_type: str) -> ApiError:

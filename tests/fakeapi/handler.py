@@ -11,9 +11,6 @@ plus discovery (/api, /apis, /apis/{group}[/{version}], /version, /healthz).
 from __future__ import annotations
 
 import json
-import select
-import socket
-import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -21,12 +18,13 @@ from http.server import BaseHTTPRequestHandler
 
 import yaml
 
-from . import openapi, patching, protobuf, resources, tables
+from . import openapi, patching, protobuf, resources, schema, tables
 from .errors import (ApiError, bad_request, method_not_allowed, unauthorized,
                      unsupported_media_type)
 from .rbac import Attributes
-from .registry import ListOptions
+from .listing import ListOptions
 from .resources import ResourceType
+from .watchstream import LAST_CHUNK, WatchStream, event_chunk
 
 # A watch without timeoutSeconds lasts this long (the real server picks 30-60 minutes).
 DEFAULT_WATCH_TIMEOUT = 1800.0
@@ -69,6 +67,23 @@ def route_resource(group: str, version: str, rest: list[str]) -> Route:
     if name is not None and rt.namespaced and namespace is None:
         raise _not_found_path()
     return Route(rt, namespace, name, subresource, legacy_watch)
+
+
+def _timeout_seconds(query: dict) -> float:
+    text = query.get("timeoutSeconds", [""])[0]
+    try:
+        value = float(text) if text else 0.0
+    except ValueError:
+        raise bad_request(f'timeoutSeconds: Invalid value: "{text}"') from None
+    return value if value > 0 else DEFAULT_WATCH_TIMEOUT
+
+
+def _field_validation(query: dict) -> str:
+    mode = query.get("fieldValidation", ["Warn"])[0] or "Warn"
+    if mode not in ("Strict", "Warn", "Ignore"):
+        raise bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                          f'"Ignore", "Strict", "Warn"')
+    return mode
 
 
 def _flag(query: dict, key: str) -> bool:
@@ -143,6 +158,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        for warning in self._warnings:
+            self.send_header("Warning", '299 - ' + json.dumps(warning))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
@@ -180,6 +197,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         api = self.server.api
+        self._warnings: list[str] = []
         path, _, raw_query = self.path.partition("?")
         query = urllib.parse.parse_qs(raw_query, keep_blank_values=True)
         try:
@@ -187,11 +205,11 @@ class Handler(BaseHTTPRequestHandler):
             injected = api.faults.take_failure(path)
             if injected is not None:
                 raise injected
-            user = api.authenticate(self.headers.get("Authorization"))
+            user = api.access.authenticate(self.headers.get("Authorization"))
             if user is None:
                 raise unauthorized()
-            user = api.impersonate(user, self.headers.get("Impersonate-User"),
-                                   self.headers.get_all("Impersonate-Group") or [], self.path)
+            user = api.access.impersonate(user, self.headers.get("Impersonate-User"),
+                                          self.headers.get_all("Impersonate-Group") or [], self.path)
             parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
             if parts[:1] == ["api"] and len(parts) > 2 and parts[1] == "v1":
                 self._resource_request(user, "", "v1", parts[2:], query, body)
@@ -212,7 +230,7 @@ class Handler(BaseHTTPRequestHandler):
         api = self.server.api
         if self.command not in ("GET", "HEAD"):
             raise method_not_allowed()
-        api.authorize(Attributes(user, "get", path=path), self.command, path)
+        api.access.authorize(Attributes(user, "get", path=path), self.command, path)
         doc = None
         if parts == ["version"]:
             doc = resources.SERVER_VERSION
@@ -268,14 +286,15 @@ class Handler(BaseHTTPRequestHandler):
         }[method]
         if (rt.virtual or route.subresource == "token") and verb != "create":
             raise method_not_allowed()
-        api.authorize(Attributes(user, verb, rt.group, rt.plural, route.subresource,
-                                 route.namespace or "", route.name or ""), method, self.path)
+        api.access.authorize(Attributes(user, verb, rt.group, rt.plural, route.subresource,
+                                        route.namespace or "", route.name or ""), method, self.path)
         dry_run = "All" in query.get("dryRun", [])
         registry = api.registry
         if rt.virtual:
-            self._send_json(201, api.review(rt, self._decode(body), user))
+            self._send_json(201, api.access.review(rt, self._decode(body), user))
         elif route.subresource == "token":
-            self._send_json(201, api.issue_token(route.namespace, route.name, self._decode(body)))
+            self._send_json(201, api.access.issue_token(route.namespace, route.name,
+                                                        self._decode(body)))
         elif verb == "get":
             obj = registry.get(rt, route.namespace, route.name)
             self._send_object(rt, 200, obj, query)
@@ -285,17 +304,19 @@ class Handler(BaseHTTPRequestHandler):
         elif verb == "watch":
             self._watch(rt, _list_options(query, route.namespace), query)
         elif verb == "create":
-            obj = registry.create(rt, route.namespace, self._decode(body), dry_run)
+            obj = registry.create(rt, route.namespace, self._decode_object(rt, body, query), dry_run)
             self._send_object(rt, 201, obj, query)
         elif verb == "update":
             if route.subresource == "finalize":
                 route = Route(rt, route.namespace, route.name, "", False)
-            obj = registry.update(rt, route.namespace, route.name, self._decode(body),
-                                  route.subresource, dry_run)
+            obj = registry.update(rt, route.namespace, route.name,
+                                  self._decode_object(rt, body, query), route.subresource, dry_run)
             self._send_object(rt, 200, obj, query)
         elif verb == "patch":
             patch_type = patching.media_type(self.headers.get("Content-Type"))
             patch = self._decode(body, yaml_ok=patch_type == patching.APPLY)
+            if patch_type != patching.JSON_PATCH:
+                self._warnings += schema.decode(rt, patch, _field_validation(query))
             obj, created = registry.patch(rt, route.namespace, route.name, patch_type, patch,
                                           route.subresource, dry_run,
                                           query.get("fieldManager", [None])[0])
@@ -311,6 +332,13 @@ class Handler(BaseHTTPRequestHandler):
         else:
             result = registry.delete_collection(rt, _list_options(query, route.namespace), dry_run)
             self._send_json(200, result)
+
+    def _decode_object(self, rt: ResourceType, body: bytes, query: dict):
+        """A whole object from the body, decoded as the real server decodes into
+        its Go type: unknown fields dropped (and warned about or refused)."""
+        obj = self._decode(body)
+        self._warnings += schema.decode(rt, obj, _field_validation(query))
+        return obj
 
     def _decode(self, body: bytes, yaml_ok: bool = False):
         content_type = (self.headers.get("Content-Type") or "").lower()
@@ -352,108 +380,34 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- watch ----------------------------------------------------------------------------
 
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-
-    def _client_gone(self) -> bool:
-        """True when the client closed its end (a readable socket with nothing to read).
-
-        A watch client sends nothing while it reads the stream, so over TLS
-        (where peeking is not possible) reading a byte is harmless."""
-        conn = self.connection
-        try:
-            if isinstance(conn, ssl.SSLSocket):
-                if not conn.pending() and not select.select([conn], [], [], 0)[0]:
-                    return False
-                conn.settimeout(0)
-                try:
-                    return conn.recv(1) == b""
-                except (ssl.SSLWantReadError, BlockingIOError):
-                    return False
-                finally:
-                    conn.settimeout(None)
-            if not select.select([conn], [], [], 0)[0]:
-                return False
-            return conn.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
     def _watch(self, rt: ResourceType, opts: ListOptions, query: dict) -> None:
         api = self.server.api
-        table = self._wants_table()
-        include = query.get("includeObject", ["Metadata"])[0]
-        bookmarks = _flag(query, "allowWatchBookmarks")
-        timeout_text = query.get("timeoutSeconds", [""])[0]
-        timeout = float(timeout_text) if timeout_text else DEFAULT_WATCH_TIMEOUT
+        timeout = _timeout_seconds(query)
         try:
             watcher = api.registry.watch(rt, opts)
             error = None
         except ApiError as err:
             if err.code != 410:
                 raise
-            watcher, error = None, err
+            watcher, error = None, err    # the real server reports this inside the stream
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
 
-        def emit(type_: str, obj: dict) -> None:
-            if table and type_ in ("ADDED", "MODIFIED", "DELETED"):
-                obj = tables.to_table(rt, [obj], {"resourceVersion":
-                                                  obj["metadata"].get("resourceVersion", "")}, include)
-            line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
-            self._write_chunk(line.encode())
+        table, include = self._wants_table(), query.get("includeObject", ["Metadata"])[0]
 
-        abrupt = False
-        try:
-            if error is not None:
-                emit("ERROR", error.status())
-                return
-            deadline = time.monotonic() + timeout
-            next_bookmark = time.monotonic() + api.bookmark_interval
-            while True:
-                now = time.monotonic()
-                if api.stopping:
-                    abrupt = True
-                    break
-                if now >= deadline:
-                    break
-                if api.faults.stall_remaining() > 0:
-                    time.sleep(0.02)
-                    continue
-                if watcher.closed and not watcher.pending():
-                    abrupt = watcher.abrupt
-                    self.close_connection = True
-                    break
-                wait = min(deadline, next_bookmark if bookmarks else deadline) - now
-                event = watcher.next(min(max(wait, 0), 0.25))
-                if event is not None:
-                    while api.faults.stall_remaining() > 0 and not api.stopping:
-                        time.sleep(0.02)   # a stall that began while we waited holds this event
-                    emit(*event)
-                    continue
-                if self._client_gone():
-                    abrupt = True
-                    break
-                if bookmarks and time.monotonic() >= next_bookmark:
-                    rv = api.storage.bookmark_rv(watcher)
-                    if rv is not None:
-                        emit("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version,
-                                          "metadata": {"resourceVersion": str(rv)}})
-                    next_bookmark = time.monotonic() + api.bookmark_interval
-        except OSError:
-            abrupt = True
-        finally:
-            if watcher is not None:
-                api.storage.unwatch(watcher)
-            if api.stopping:
-                self.close_connection = True
-            try:
-                if abrupt:
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                else:
-                    self.wfile.write(b"0\r\n\r\n")
-            except OSError:
-                self.close_connection = True
+        def convert(type_: str, obj: dict) -> dict:
+            if table and type_ in ("ADDED", "MODIFIED", "DELETED"):
+                meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                return tables.to_table(rt, [obj], meta, include)
+            return obj
+
+        if error is not None:
+            self.wfile.write(event_chunk("ERROR", error.status()) + LAST_CHUNK)
+            return
+        stream = WatchStream(api, watcher, self.wfile.write, self.connection, timeout,
+                             _flag(query, "allowWatchBookmarks"), convert)
+        if stream.run():
+            self.close_connection = True

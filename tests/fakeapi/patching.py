@@ -1,11 +1,8 @@
 """PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), and the
 two Kubernetes flavours the fake treats as merge patches.
 
-Strategic merge patch differs from a merge patch only for lists with merge
-keys (containers, ports, ...); treating it as a merge patch replaces such
-lists whole, which is what our tests need. `$patch`/`$setElementOrder`
-directives are dropped. Server-side apply is likewise a merge patch onto the
-live object (or a create when there is none); there is no field ownership.
+Strategic merge patch is in `strategic` (it needs the schemas' merge keys);
+server-side apply is in `apply`. Both build on `merge_patch` here.
 """
 
 from __future__ import annotations

@@ -2,36 +2,33 @@
 server's semantics layered on `Storage`.
 
 This is where server-owned metadata is stamped (uid, creationTimestamp,
-generation), defaults are filled (Service cluster IPs and node ports, Secret
-stringData, ...), objects are validated, optimistic concurrency is checked,
-status subresources are kept apart from the main resource, finalizers delay
-deletion, and list paging/resourceVersion rules are applied.
+generation), defaults are applied (`defaults`), objects are validated
+(`validation`), optimistic concurrency is checked, status subresources are
+kept apart from the main resource, finalizers delay deletion, and list
+paging/resourceVersion rules are applied (`listing`).
 
 Every write happens under the storage lock, so read-check-write is atomic.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-import ipaddress
 import json
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from typing import Callable
 
-from . import apply, conversion, patching, selectors
-from .errors import (ApiError, FieldError, already_exists, bad_request, expired, invalid_object,
+from . import apply, conversion, defaults, patching, selectors, strategic
+from .errors import (ApiError, already_exists, bad_request, conflict, expired, invalid_object,
                      not_found, stale_update, too_large_resource_version)
+from .listing import ListOptions, decode_continue, encode_continue, invalid_list_options
 from .resources import REGISTRY, ResourceType, resolve
 from .storage import Storage, Watcher, key_of
 from .validation import validate, validate_update
 
 # generateName suffix alphabet: no vowels (no accidental words) and no look-alikes.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
-_NODE_PORTS = range(30000, 32768)
 # How long a list asking for a future resourceVersion waits before 504 (real: 3 s).
 TOO_LARGE_RV_WAIT = 3.0
 
@@ -47,70 +44,24 @@ def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
-def invalid_object_options(field: str, value: str, detail: str) -> ApiError:
-    """422 for bad ListOptions, as the real server words it."""
-    err = FieldError("FieldValueInvalid", field, value, detail)
-    return ApiError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {err}',
-                    {"group": "meta.k8s.io", "kind": "ListOptions",
-                     "causes": [{"reason": err.type, "message": err.body(), "field": field}]})
-
-
-def _keep_service_allocations(old: dict, new: dict) -> None:
-    """An update that leaves cluster IPs or node ports unset keeps the allocated
-    ones, like the real server (it does not allocate new ones)."""
-    old_spec, spec = old.get("spec") or {}, new.setdefault("spec", {})
-    if spec.get("type", "ClusterIP") == "ExternalName":
-        return
-    for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
-        if not spec.get(field) and old_spec.get(field):
-            spec[field] = copy.deepcopy(old_spec[field])
-    old_ports = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort")
-                 for p in old_spec.get("ports") or []}
-    if spec.get("type") in ("NodePort", "LoadBalancer"):
-        for port in spec.get("ports") or []:
-            allocated = old_ports.get((port.get("port"), port.get("protocol", "TCP")))
-            if not port.get("nodePort") and allocated:
-                port["nodePort"] = allocated
-
-
-@dataclass(frozen=True)
-class ListOptions:
-    namespace: str | None = None
-    label_selector: str | None = None
-    field_selector: str | None = None
-    resource_version: str | None = None
-    resource_version_match: str | None = None
-    limit: int = 0
-    continue_token: str | None = None
-    send_initial_events: bool = False
-
-
-def encode_continue(rv: int, last_key: tuple[str, str]) -> str:
-    start = (f"{last_key[0]}/{last_key[1]}" if last_key[0] else last_key[1]) + "\u0000"
-    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        data = json.loads(raw)
-        rv = int(data["rv"])
-        start = data["start"].rstrip("\u0000")
-        namespace, _, name = start.rpartition("/")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise bad_request(f"continue key is not valid: {e}") from None
-    if data.get("v") != "meta.k8s.io/v1" or rv <= 0:
-        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion "
-                          "(version meta.k8s.io/v1)")
-    return rv, (namespace, name)
+def _check_preconditions(rt: ResourceType, obj: dict, pre: dict) -> None:
+    """DeleteOptions.preconditions: 409 when the object is not the one meant."""
+    meta = obj["metadata"]
+    for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        if pre.get(field) and pre[field] != meta.get(field):
+            raise conflict(rt, meta["name"], f"Precondition failed: {label} in precondition: "
+                                             f"{pre[field]}, {label} in object meta: {meta.get(field)}")
 
 
 class Registry:
     """The semantics of each verb. All methods take and return plain dicts."""
 
-    def __init__(self, storage: Storage):
+    def __init__(self, storage: Storage,
+                 on_namespace_terminating: Callable[[str], None] | None = None):
         self.storage = storage
+        # Called (outside no lock guarantees) when a namespace starts terminating;
+        # the server schedules `finalize_namespace` like the namespace controller.
+        self.on_namespace_terminating = on_namespace_terminating or (lambda name: None)
 
     # --- storage access (converting views such as events.k8s.io Events) -------------------
 
@@ -133,7 +84,8 @@ class Registry:
             raise not_found(rt, name)
         return obj
 
-    def _require_namespace(self, rt: ResourceType, namespace: str | None) -> None:
+    def _require_namespace(self, rt: ResourceType, namespace: str | None, name: str) -> None:
+        """The NamespaceLifecycle admission check: the namespace exists and is not terminating."""
         if rt.namespaced and namespace:
             ns_type = resolve("namespaces")
             ns = self._load(ns_type, "", namespace)
@@ -141,8 +93,9 @@ class Registry:
                 raise not_found(ns_type, namespace)
             if (ns.get("metadata") or {}).get("deletionTimestamp"):
                 raise ApiError(403, "Forbidden",
-                               f'{rt.plural} "{namespace}" is forbidden: unable to create new '
-                               f'content in namespace {namespace} because it is being terminated')
+                               f'{rt.plural} "{name}" is forbidden: unable to create new content '
+                               f'in namespace {namespace} because it is being terminated',
+                               {"name": name, "kind": rt.plural})
 
     def _check_invalid(self, rt: ResourceType, obj: dict, old: dict | None) -> None:
         not_base64 = conversion.invalid_base64(rt, obj)
@@ -167,9 +120,9 @@ class Registry:
         """POST. Like the real server, types with a status subresource (except
         Nodes) start with an empty status whatever the body says, unless
         `keep_status` (the fixture's direct seeding)."""
-        obj = copy.deepcopy(obj)
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be an object")
+        obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
@@ -187,7 +140,7 @@ class Registry:
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = self._generate_name(rt, meta)
             # The real order: admission (namespace exists), validation, then storage.
-            self._require_namespace(rt, meta.get("namespace"))
+            self._require_namespace(rt, meta.get("namespace"), meta.get("name") or "")
             self._check_invalid(rt, obj, None)
             if self._load(rt, meta.get("namespace") or "", meta["name"]) is not None:
                 raise already_exists(rt, meta["name"])
@@ -201,12 +154,13 @@ class Registry:
             return self._store(rt, "ADDED", obj, None)
 
     def _check_kind(self, rt: ResourceType, obj: dict) -> None:
+        """A body may omit kind/apiVersion (the URL says them) but not contradict them."""
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
-        if (kind and kind != rt.kind) or (api_version and api_version != rt.api_version):
+        if api_version and api_version != rt.api_version:
             raise bad_request(f"the API version in the data ({api_version}) does not match the "
-                              f"expected API version ({rt.api_version})"
-                              if api_version != rt.api_version else
-                              f"the kind in the data ({kind}) does not match the expected "
+                              f"expected API version ({rt.api_version})")
+        if kind and kind != rt.kind:
+            raise bad_request(f"the kind in the data ({kind}) does not match the expected "
                               f"kind ({rt.kind})")
         obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
 
@@ -229,81 +183,9 @@ class Registry:
         else:
             meta.pop("generation", None)
 
-    # --- defaulting -----------------------------------------------------------------------
-
     def _default(self, rt: ResourceType, obj: dict) -> None:
-        key = rt.key()
-        if key == ("", "namespaces"):
-            name = obj["metadata"]["name"]
-            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-        elif key == ("", "services"):
-            self._default_service(obj)
-        elif key == ("", "secrets"):
-            obj.setdefault("type", "Opaque")
-            string_data = obj.pop("stringData", None) or {}
-            data = obj.setdefault("data", {}) if string_data else obj.get("data")
-            for k, v in string_data.items():
-                data[k] = base64.b64encode(str(v).encode()).decode()
-        elif key == ("discovery.k8s.io", "endpointslices"):
-            for port in obj.get("ports") or []:
-                port.setdefault("protocol", "TCP")
-                port.setdefault("name", "")
-        elif key == ("networking.k8s.io", "ingresses"):
-            obj.setdefault("status", {"loadBalancer": {}})
-        elif key == ("", "pods"):
-            obj.setdefault("status", {"phase": "Pending"})
-        elif key == ("", "nodes"):
-            obj.setdefault("spec", {})
-
-    def _default_service(self, obj: dict) -> None:
-        spec = obj.setdefault("spec", {})
-        svc_type = spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        for port in spec.get("ports") or []:
-            port.setdefault("protocol", "TCP")
-            port.setdefault("targetPort", port.get("port"))
-        obj.setdefault("status", {"loadBalancer": {}})
-        if svc_type == "ExternalName":
-            return
-        spec.setdefault("internalTrafficPolicy", "Cluster")
-        if not spec.get("clusterIP") and spec.get("clusterIPs"):
-            spec["clusterIP"] = spec["clusterIPs"][0]
-        if not spec.get("clusterIP"):
-            spec["clusterIP"] = self._allocate_cluster_ip()
-        spec.setdefault("clusterIPs", [spec["clusterIP"]])
-        if spec["clusterIP"] != "None":
-            family = "IPv6" if ":" in spec["clusterIP"] else "IPv4"
-            spec.setdefault("ipFamilies", [family])
-        else:
-            spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
-        if svc_type in ("NodePort", "LoadBalancer"):
-            spec.setdefault("externalTrafficPolicy", "Cluster")
-            used = self._used_node_ports()
-            for port in spec.get("ports") or []:
-                if not port.get("nodePort"):
-                    port["nodePort"] = next(p for p in _NODE_PORTS if p not in used)
-                used.add(port["nodePort"])
-        if svc_type == "LoadBalancer":
-            spec.setdefault("allocateLoadBalancerNodePorts", True)
-
-    def _services(self) -> list[dict]:
-        return self._load_all(resolve("services"))
-
-    def _allocate_cluster_ip(self) -> str:
-        used = {(s.get("spec") or {}).get("clusterIP") for s in self._services()}
-        # .1 is the `kubernetes` service's address in a real cluster; start above it.
-        for offset in range(10, _SERVICE_CIDR.num_addresses - 1):
-            candidate = str(_SERVICE_CIDR.network_address + offset)
-            if candidate not in used:
-                return candidate
-        raise ApiError(500, "InternalError", "failed to allocate a serviceIP: range is full")
-
-    def _used_node_ports(self) -> set[int]:
-        return {p.get("nodePort") for s in self._services()
-                for p in (s.get("spec") or {}).get("ports") or [] if p.get("nodePort")}
+        services = self._load_all(resolve("services")) if rt.plural == "services" else []
+        defaults.apply_defaults(rt, obj, services)
 
     # --- get / list / watch ---------------------------------------------------------------
 
@@ -394,15 +276,16 @@ class Registry:
         if opts.send_initial_events:
             # Watch-list: the state as synthetic ADDED events, then a marker bookmark.
             if opts.resource_version_match != "NotOlderThan":
-                raise invalid_object_options("resourceVersionMatch",
-                                             opts.resource_version_match or "",
-                                             "sendInitialEvents requires setting resourceVersionMatch "
-                                             "to NotOlderThan")
-            if rv_text not in ("", "0") and self._parse_rv(rv_text) > self.storage.resource_version:
+                raise invalid_list_options(
+                    "resourceVersionMatch", opts.resource_version_match or "",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+            if rv_text not in ("", "0"):
                 self.storage.wait_for_rv(self._parse_rv(rv_text), TOO_LARGE_RV_WAIT)
             since = None
         else:
             since = None if rv_text in ("", "0") else self._parse_rv(rv_text)
+            if since is not None and not self.storage.wait_for_rv(since, TOO_LARGE_RV_WAIT):
+                raise too_large_resource_version(since, self.storage.resource_version)
         return self.storage.watch(rt, since, opts.namespace,
                                   lambda obj: label_match(obj) and field_match(obj),
                                   lambda obj: conversion.from_storage(rt, obj),
@@ -466,11 +349,11 @@ class Registry:
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         if rt.tracks_generation and _content(new) != _content(old):
             new_meta["generation"] = old_meta.get("generation", 1) + 1
-        if rt.key() == ("", "secrets") and new.get("stringData"):
-            self._default(rt, new)
+        if rt.key() == ("", "secrets"):
+            defaults.encode_string_data(new)
         if rt.key() == ("", "services"):
-            _keep_service_allocations(old, new)
-            self._default_service(new)
+            defaults.keep_service_allocations(old, new)
+            self._default(rt, new)
         self._check_invalid(rt, new, old)
         if new == old:
             return old  # a no-op write keeps its resourceVersion and emits no event
@@ -488,7 +371,10 @@ class Registry:
             return self._apply(rt, namespace, name, body, subresource, dry_run, field_manager)
         with self.storage.lock:
             old = self._existing(rt, namespace, name)
-            patched = patching.apply_patch(patch_type, old, body)
+            if patch_type == patching.STRATEGIC and isinstance(body, dict):
+                patched = strategic.apply(rt, old, body)
+            else:
+                patched = patching.apply_patch(patch_type, old, body)
             return self._replace_patched(rt, old, patched, name, subresource, dry_run), False
 
     def _apply(self, rt: ResourceType, namespace: str | None, name: str, body,
@@ -540,23 +426,11 @@ class Registry:
         options = options or {}
         with self.storage.lock:
             old = self._existing(rt, namespace, name)
-            pre = options.get("preconditions") or {}
-            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"].get("resourceVersion"):
-                raise ApiError(409, "Conflict",
-                               f"Operation cannot be fulfilled on {rt.plural}"
-                               f"{'.' + rt.group if rt.group else ''} \"{name}\": Precondition "
-                               f"failed: ResourceVersion in precondition: "
-                               f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                               f"{old['metadata'].get('resourceVersion')}",
-                               {"name": name, "kind": rt.plural})
-            if pre.get("uid") and pre["uid"] != old["metadata"].get("uid"):
-                raise ApiError(409, "Conflict",
-                               f"Operation cannot be fulfilled on {rt.plural} \"{name}\": "
-                               f"Precondition failed: UID in precondition: {pre['uid']}, UID in "
-                               f"object meta: {old['metadata'].get('uid')}",
-                               {"name": name, "kind": rt.plural})
+            _check_preconditions(rt, old, options.get("preconditions") or {})
             if dry_run:
                 return old
+            if rt.key() == ("", "namespaces"):
+                return self._terminate_namespace(old)
             if old["metadata"].get("finalizers"):
                 if old["metadata"].get("deletionTimestamp"):
                     return old
@@ -564,18 +438,42 @@ class Registry:
                 new["metadata"]["deletionTimestamp"] = now_rfc3339()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 return self._store(rt, "MODIFIED", new, old)
-            if rt.key() == ("", "namespaces"):
-                self._delete_namespace_content(name)
             return self._store(rt, "DELETED", old, old)
 
-    def _delete_namespace_content(self, namespace: str) -> None:
-        """What the namespace controller does later in a real cluster, done at once."""
-        for rt in REGISTRY:
-            if not rt.namespaced or rt.stored_as:
-                continue
-            for obj in self._load_all(rt):
-                if key_of(obj)[0] == namespace:
-                    self._store(rt, "DELETED", obj, obj)
+    def _terminate_namespace(self, old: dict) -> dict:
+        """Deleting a namespace only marks it Terminating; its content goes later
+        (`finalize_namespace`), as the namespace controller does it."""
+        if old["metadata"].get("deletionTimestamp"):
+            return old
+        new = copy.deepcopy(old)
+        new["metadata"]["deletionTimestamp"] = now_rfc3339()
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new["status"] = {"phase": "Terminating"}
+        stored = self._store(resolve("namespaces"), "MODIFIED", new, old)
+        self.on_namespace_terminating(old["metadata"]["name"])
+        return stored
+
+    def finalize_namespace(self, name: str) -> bool:
+        """The namespace controller's work: delete everything in a terminating
+        namespace, then the namespace. False while finalizers hold content."""
+        ns_type = resolve("namespaces")
+        with self.storage.lock:
+            ns = self._load(ns_type, "", name)
+            if ns is None or not ns["metadata"].get("deletionTimestamp"):
+                return True
+            remaining = 0
+            for rt in REGISTRY:
+                if not rt.namespaced or rt.stored_as or rt.virtual:
+                    continue
+                for obj in self._load_all(rt):
+                    if key_of(obj)[0] != name:
+                        continue
+                    if self.delete(rt, name, key_of(obj)[1])["metadata"].get("deletionTimestamp"):
+                        remaining += 1
+            if remaining:
+                return False
+            self._store(ns_type, "DELETED", ns, ns)
+            return True
 
     def delete_collection(self, rt: ResourceType, opts: ListOptions, dry_run: bool = False) -> dict:
         with self.storage.lock:

@@ -14,22 +14,22 @@ skip authentication, and two conveniences apply (documented per method).
 from __future__ import annotations
 
 import base64
+import copy
 import os
-import secrets
 import socket
 import threading
-import time
-from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 
 import yaml
 
-from .errors import ApiError, forbidden
+from . import schema
+from .access import AccessControl
+from .errors import ApiError
 from .faults import Faults
 from .handler import Handler
-from . import rbac as rbac_rules
-from .rbac import ADMIN_TOKEN, Attributes, Authenticator, Authorizer, UserInfo, service_account_user
-from .registry import SYSTEM_NAMESPACES, ListOptions, Registry
+from .listing import ListOptions
+from .rbac import ADMIN_TOKEN
+from .registry import SYSTEM_NAMESPACES, Registry
 from .resources import ResourceType, resolve
 from .storage import Storage
 from .tls import serving_cert
@@ -76,15 +76,18 @@ class FakeApiServer:
 
     def __init__(self, history_limit: int = 1000, rbac: bool = False,
                  bookmark_interval: float = 1.0, port: int = 0, host: str = "127.0.0.1",
-                 tls: bool | None = None):
+                 tls: bool | None = None, namespace_finalize_delay: float = 1.0):
         """`rbac=True` authenticates bearer tokens and authorizes with the stored
         RBAC objects. `tls` (default: same as `rbac`) serves https with a
-        self-signed certificate, because kubectl sends tokens only over TLS."""
+        self-signed certificate, because kubectl sends tokens only over TLS.
+        A deleted namespace stays Terminating for `namespace_finalize_delay`
+        seconds before its content and itself are removed (see
+        `finalize_namespaces()` to do it at once)."""
         self.storage = Storage(history_limit)
-        self.registry = Registry(self.storage)
+        self.registry = Registry(self.storage, self._schedule_namespace_finalizer)
+        self.namespace_finalize_delay = namespace_finalize_delay
         self.faults = Faults(self.storage)
         self.request_log: list[tuple[float, str, str, str, int]] = []
-        self.denied_requests: list[dict] = []
         self.bookmark_interval = bookmark_interval
         self.rbac = rbac
         self.tls = rbac if tls is None else tls
@@ -92,8 +95,7 @@ class FakeApiServer:
         self.host = host
         self.port = port
         self.stopping = False
-        self._authenticator = Authenticator()
-        self._authorizer = Authorizer(self.storage)
+        self.access = AccessControl(self.storage, self.registry, enabled=rbac)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         for name in SYSTEM_NAMESPACES:
@@ -143,6 +145,11 @@ class FakeApiServer:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
+    def open_watches(self) -> int:
+        """How many watch streams are open now (to wait for a client's watch)."""
+        return self.storage.watcher_count
+
+    @property
     def ca_file(self) -> str | None:
         """The PEM file to trust for this server's https, or None over http."""
         return self._cert.cert_file if self._cert else None
@@ -173,77 +180,37 @@ class FakeApiServer:
             yaml.safe_dump(config, f, default_flow_style=False)
         return path
 
+    # --- the namespace controller ----------------------------------------------------------
+
+    def _schedule_namespace_finalizer(self, name: str) -> None:
+        def run():
+            if not self.registry.finalize_namespace(name):
+                self._schedule_namespace_finalizer(name)   # finalizers still hold content
+        timer = threading.Timer(self.namespace_finalize_delay, run)
+        timer.daemon = True
+        timer.start()
+
+    def finalize_namespaces(self) -> None:
+        """Finish deleting every terminating namespace now (content with
+        finalizers is marked for deletion and keeps its namespace alive)."""
+        for ns in self.storage.objects(resolve("namespaces")):
+            if ns["metadata"].get("deletionTimestamp"):
+                self.registry.finalize_namespace(ns["metadata"]["name"])
+
     # --- authentication / authorization ---------------------------------------------------
 
     def add_token(self, token: str, user: str, groups: list[str] | tuple[str, ...] = ()) -> None:
-        self._authenticator.add_token(token, user, groups)
+        """Make `token` authenticate as `user` in `groups` (with `rbac=True`)."""
+        self.access.add_token(token, user, groups)
 
     def add_service_account_token(self, token: str, namespace: str, name: str) -> None:
-        user, groups = service_account_user(namespace, name)
-        self.add_token(token, user, groups)
+        """Make `token` authenticate as ServiceAccount `namespace/name`."""
+        self.access.add_service_account_token(token, namespace, name)
 
-    def authenticate(self, authorization: str | None) -> UserInfo | None:
-        if not self.rbac:
-            return UserInfo("fakeapi-admin", ("system:masters", "system:authenticated"))
-        return self._authenticator.authenticate(authorization)
-
-    def impersonate(self, user: UserInfo, target: str | None, groups: list[str], path: str) -> UserInfo:
-        """Apply Impersonate-User/-Group headers (`kubectl --as`), if allowed."""
-        if not target:
-            if groups:
-                raise ApiError(500, "InternalError", "Internal error occurred: requested "
-                               f"impersonation of groups {groups} without impersonating a user")
-            return user
-        for attrs in rbac_rules.impersonation_checks(user, target, groups):
-            if self.rbac and not self._authorizer.allowed(attrs):
-                self._record_denied(attrs, "IMPERSONATE", path)
-                raise forbidden(user.name, "impersonate", _Named(attrs.resource, ""), "",
-                                attrs.name, attrs.namespace or None)
-        return rbac_rules.impersonated(target, groups)
-
-    def review(self, rt: ResourceType, body: dict, user: UserInfo) -> dict:
-        """Answer a SelfSubjectAccessReview (about `user`) or SubjectAccessReview."""
-        body = body if isinstance(body, dict) else {}
-        spec = dict(body.get("spec") or {})
-        if rt.kind == "SubjectAccessReview":
-            subject = UserInfo(spec.get("user", ""), tuple(spec.get("groups") or ()))
-        else:
-            subject = user
-        attrs = rbac_rules.review_attributes(subject, spec)
-        allowed = not self.rbac or self._authorizer.allowed(attrs)
-        status = {"allowed": allowed}
-        if allowed:
-            status["reason"] = "allowed by the fake API server's RBAC" if self.rbac else "RBAC disabled"
-        return {"kind": rt.kind, "apiVersion": rt.api_version,
-                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
-
-    def issue_token(self, namespace: str, name: str, body: dict) -> dict:
-        """TokenRequest for a ServiceAccount (`kubectl create token`)."""
-        self.registry.get(resolve("serviceaccounts"), namespace, name)   # 404 if missing
-        spec = dict((body or {}).get("spec") or {}) if isinstance(body, dict) else {}
-        spec.setdefault("audiences", ["https://kubernetes.default.svc"])
-        spec.setdefault("expirationSeconds", 3600)
-        token = f"fakeapi-sa-{secrets.token_hex(16)}"
-        self.add_service_account_token(token, namespace, name)
-        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + spec["expirationSeconds"]))
-        return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
-                "spec": spec, "status": {"token": token, "expirationTimestamp": expires}}
-
-    def _record_denied(self, attrs: Attributes, method: str, path: str) -> None:
-        self.denied_requests.append({
-            "user": attrs.user.name, "groups": list(attrs.user.groups), "verb": attrs.verb,
-            "group": attrs.group, "resource": attrs.resource, "subresource": attrs.subresource,
-            "namespace": attrs.namespace, "name": attrs.name, "method": method, "path": path})
-
-    def authorize(self, attrs: Attributes, method: str, path: str) -> None:
-        if not self.rbac or self._authorizer.allowed(attrs):
-            return
-        self._record_denied(attrs, method, path)
-        if not attrs.is_resource:
-            raise ApiError(403, "Forbidden", f'forbidden: User "{attrs.user.name}" cannot get path "{attrs.path}"')
-        raise forbidden(attrs.user.name, attrs.verb, resolve(attrs.resource, _api_version(attrs.group)),
-                        attrs.subresource, attrs.name or None, attrs.namespace or None)
+    @property
+    def denied_requests(self) -> list[dict]:
+        """Every request refused by RBAC (403), as dicts of its RBAC attributes."""
+        return self.access.denied
 
     # --- direct access for tests ----------------------------------------------------------
 
@@ -258,6 +225,7 @@ class FakeApiServer:
         """Create like POST, with two seeding conveniences: a missing namespace is
         created first, and a given status is kept (POST would reset it)."""
         rt = self._type_of(obj)
+        obj = _decoded(rt, obj)
         namespace = (obj.get("metadata") or {}).get("namespace") if rt.namespaced else None
         if rt.namespaced and not namespace:
             namespace = "default"
@@ -270,6 +238,7 @@ class FakeApiServer:
         """Replace like PUT, except that status is written too (no /status split),
         so tests can set status in one call. A resourceVersion in `obj` is checked."""
         rt = self._type_of(obj)
+        obj = _decoded(rt, obj)
         meta = obj.get("metadata") or {}
         return self.registry.update(rt, meta.get("namespace") if rt.namespaced else None,
                                     meta["name"], obj, keep_status=False)
@@ -306,12 +275,8 @@ class FakeApiServer:
         return count
 
 
-@dataclass(frozen=True)
-class _Named:
-    """A resource known only by name, for error messages about users/groups."""
-    plural: str
-    group: str
-
-
-def _api_version(group: str) -> str:
-    return f"{group}/v1" if group else "v1"
+def _decoded(rt: ResourceType, obj: dict) -> dict:
+    """A copy of `obj` without the fields a real server would drop on decoding."""
+    obj = copy.deepcopy(obj)
+    schema.decode(rt, obj, "Ignore")
+    return obj

@@ -141,12 +141,6 @@ class Storage:
         with self.lock:
             return self._rv
 
-    @property
-    def oldest_resource_version(self) -> int:
-        """The oldest rv one may still watch from or read a snapshot at."""
-        with self.lock:
-            return self._history_start
-
     def get(self, rt: ResourceType, namespace: str, name: str) -> dict | None:
         with self.lock:
             obj = self._objects.get(rt.key(), {}).get((namespace or "", name))
@@ -240,6 +234,11 @@ class Storage:
                         watcher.offer(event)
             self._watchers.add(watcher)
         return watcher
+
+    @property
+    def watcher_count(self) -> int:
+        with self.lock:
+            return len(self._watchers)
 
     def bookmark_rv(self, watcher: Watcher) -> int | None:
         """A resourceVersion safe to bookmark: none when events are still queued."""

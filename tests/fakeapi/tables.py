@@ -67,7 +67,8 @@ def _service_cells(obj: dict) -> list:
 def _endpointslice_cells(obj: dict) -> list:
     ports = ",".join(str(p.get("port")) for p in obj.get("ports") or []) or "<unset>"
     addresses = [a for e in obj.get("endpoints") or [] for a in e.get("addresses") or []]
-    return [obj.get("addressType", ""), ports, ",".join(addresses[:3]) + (" + more..." if len(addresses) > 3 else "")]
+    shown = ",".join(addresses[:3]) + (" + more..." if len(addresses) > 3 else "")
+    return [obj.get("addressType", ""), ports, shown]
 
 
 def _lease_cells(obj: dict) -> list:

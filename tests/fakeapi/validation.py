@@ -146,10 +146,9 @@ def validate_metadata(rt: ResourceType, obj: dict) -> list[FieldError]:
     return errs
 
 
-def _port_number_errors(field: str, value, allow_zero: bool = False) -> list[FieldError]:
-    low = 0 if allow_zero else 1
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 65535:
-        return [invalid(field, value, f"must be between {low} and 65535, inclusive")]
+def _port_number_errors(field: str, value) -> list[FieldError]:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        return [invalid(field, value, "must be between 1 and 65535, inclusive")]
     return []
 
 
@@ -227,12 +226,12 @@ def _validate_service(obj: dict) -> list[FieldError]:
                 errs.append(forbidden_field(f"{base}.nodePort",
                                             "may not be used when `type` is 'ClusterIP'"))
             errs += _port_number_errors(f"{base}.nodePort", node_port)
+    # The server folds clusterIP into clusterIPs before validating, so errors name clusterIPs.
     for i, ip in enumerate(spec.get("clusterIPs") or ([cluster_ip] if cluster_ip else [])):
         if ip in ("None", "") and i == 0:
             continue
         if _ip(ip) is None:
-            field = "spec.clusterIPs" if "clusterIPs" in spec else "spec.clusterIP"
-            errs.append(invalid(f"{field}[{i}]" if field.endswith("IPs") else field, ip,
+            errs.append(invalid(f"spec.clusterIPs[{i}]", ip,
                                 "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
     if cluster_ip == "None" and svc_type in ("NodePort", "LoadBalancer"):
         errs.append(invalid("spec.clusterIPs[0]", "None",
@@ -258,7 +257,12 @@ _LINK_LOCAL_MULTICAST = {4: ipaddress.ip_network("224.0.0.0/24"), 6: ipaddress.i
 
 def _endpoint_address_errors(field: str, address, address_type: str) -> list[FieldError]:
     if address_type == "FQDN":
-        return [invalid(field, address, m) for m in dns1123_subdomain_errors(str(address))]
+        name = str(address).rstrip(".")
+        errs = [invalid(field, address, m) for m in dns1123_subdomain_errors(name)]
+        if "." not in name:
+            errs.append(invalid(field, address,
+                                "should be a domain with at least two segments separated by dots"))
+        return errs
     ip = _ip(address)
     want = 4 if address_type == "IPv4" else 6
     if ip is None or ip.version != want:
@@ -287,8 +291,8 @@ def _validate_endpointslice(obj: dict) -> list[FieldError]:
         errs.append(not_supported("addressType", address_type, types))
     endpoints = obj.get("endpoints") or []
     if len(endpoints) > 1000:
-        errs.append(too_many("endpoints", len(endpoints), 1000))
-    for i, ep in enumerate(endpoints[:1000]):
+        return errs + [too_many("endpoints", len(endpoints), 1000)]   # and nothing else, like upstream
+    for i, ep in enumerate(endpoints):
         base = f"endpoints[{i}]"
         addresses = ep.get("addresses") or []
         if not addresses:
@@ -310,7 +314,8 @@ def _validate_endpointslice(obj: dict) -> list[FieldError]:
                 errs.append(invalid(f"{base}.conditions.{cond}", value, "must be a boolean"))
     ports = obj.get("ports") or []
     if len(ports) > 20000:
-        errs.append(too_many("ports", len(ports), 20000))
+        return errs + [too_many("ports", len(ports), 20000)]
+    # Upstream does not range-check EndpointSlice port numbers (any int32 is stored).
     names = set()
     for i, port in enumerate(ports):
         base = f"ports[{i}]"
@@ -320,26 +325,21 @@ def _validate_endpointslice(obj: dict) -> list[FieldError]:
         if name in names:
             errs.append(duplicate(f"{base}.name", name))
         names.add(name)
-        if port.get("port") is not None:
-            errs += _port_number_errors(f"{base}.port", port["port"], allow_zero=True)
         if "protocol" in port:
             errs += _protocol_errors(f"{base}.protocol", port.get("protocol"))
     return errs
 
 
 def _validate_backend(field: str, backend: dict) -> list[FieldError]:
+    """An IngressBackend: a Service (name, and port name xor number) or a resource."""
     errs: list[FieldError] = []
     service, resource = backend.get("service"), backend.get("resource")
-    if service and resource:
+    if service is not None and resource is not None:
         return [invalid(field, "", "cannot set both resource and service backends")]
-    if not service and not resource:
+    if service is None and resource is None:
         return [invalid(field, "", "resource or service backend is required")]
-    if resource:
-        if not resource.get("kind"):
-            errs.append(required(f"{field}.resource.kind"))
-        if not resource.get("name"):
-            errs.append(required(f"{field}.resource.name"))
-        return errs
+    if resource is not None:
+        return _typed_reference_errors(f"{field}.resource", resource)
     name = service.get("name") or ""
     if not name:
         errs.append(required(f"{field}.service.name"))
@@ -348,25 +348,68 @@ def _validate_backend(field: str, backend: dict) -> list[FieldError]:
     port = service.get("port") or {}
     has_name, has_number = bool(port.get("name")), port.get("number") not in (None, 0)
     if has_name and has_number:
-        errs.append(invalid(f"{field}.service.port", port,
-                            "cannot set both port name & port number"))
+        errs.append(invalid(field, "", "cannot set both port name & port number"))
     elif has_name:
         errs += _port_name_errors(f"{field}.service.port.name", port["name"])
     elif has_number:
         errs += _port_number_errors(f"{field}.service.port.number", port["number"])
     else:
-        errs.append(required(f"{field}.service.port", "port name or number is required"))
+        errs.append(required(field, "port name or number is required"))
+    return errs
+
+
+def _typed_reference_errors(field: str, ref: dict) -> list[FieldError]:
+    errs: list[FieldError] = []
+    group = ref.get("apiGroup")
+    if group is not None:
+        errs += [invalid(f"{field}.apiGroup", group, m) for m in dns1123_subdomain_errors(group)]
+    for key in ("kind", "name"):
+        value = ref.get(key) or ""
+        if not value:
+            errs.append(required(f"{field}.{key}", f"{key} is required"))
+        else:
+            errs += [invalid(f"{field}.{key}", value, m) for m in path_segment_errors(value)]
     return errs
 
 
 def _host_errors(field: str, host: str) -> list[FieldError]:
+    """A rule host or TLS host: a DNS name, possibly `*.`-wildcarded, never an IP."""
+    errs = []
     if _ip(host) is not None:
-        return [invalid(field, host, "must be a DNS name, not an IP address")]
-    if host.startswith("*"):
-        if not _WILDCARD_RE.match(host):
-            return [invalid(field, host, WILDCARD_MSG)]
-        return []
-    return [invalid(field, host, m) for m in dns1123_subdomain_errors(host)]
+        errs.append(invalid(field, host, "must be a DNS name, not an IP address"))
+    if "*" in host:
+        if not _WILDCARD_RE.match(host) or len(host) > 253:
+            errs.append(invalid(field, host, WILDCARD_MSG))
+    else:
+        errs += [invalid(field, host, m) for m in dns1123_subdomain_errors(host)]
+    return errs
+
+
+# Exact and Prefix paths are matched literally, so ambiguous spellings are refused.
+_INVALID_PATH_SEQUENCES = ("//", "/./", "/../", "%2f", "%2F")
+_INVALID_PATH_SUFFIXES = ("/..", "/.")
+_PATH_TYPES = ["Exact", "ImplementationSpecific", "Prefix"]
+
+
+def _http_path_errors(field: str, path: dict) -> list[FieldError]:
+    value = path.get("path") or ""
+    path_type = path.get("pathType")
+    if not path_type:
+        return [required(f"{field}.pathType", "pathType must be specified")]
+    errs: list[FieldError] = []
+    if path_type in ("Exact", "Prefix"):
+        if not value.startswith("/"):
+            errs.append(invalid(f"{field}.path", value, "must be an absolute path"))
+        errs += [invalid(f"{field}.path", value, f"must not contain '{seq}'")
+                 for seq in _INVALID_PATH_SEQUENCES if value and seq in value]
+        errs += [invalid(f"{field}.path", value, f"cannot end with '{suffix}'")
+                 for suffix in _INVALID_PATH_SUFFIXES if value.endswith(suffix)]
+    elif path_type == "ImplementationSpecific":
+        if value and not value.startswith("/"):
+            errs.append(invalid(f"{field}.path", value, "must be an absolute path"))
+    else:
+        errs.append(not_supported(f"{field}.pathType", path_type, _PATH_TYPES))
+    return errs + _validate_backend(f"{field}.backend", path.get("backend") or {})
 
 
 def _validate_ingress(obj: dict) -> list[FieldError]:
@@ -378,23 +421,10 @@ def _validate_ingress(obj: dict) -> list[FieldError]:
         errs += _validate_backend("spec.defaultBackend", default)
     elif not rules:
         errs.append(invalid("spec.rules", rules, "either `defaultBackend` or `rules` must be specified"))
-    class_name = spec.get("ingressClassName")
-    if class_name is not None:
-        errs += [invalid("spec.ingressClassName", class_name, m)
-                 for m in dns1123_subdomain_errors(class_name)]
-    for i, tls in enumerate(spec.get("tls") or []):
-        for j, host in enumerate(tls.get("hosts") or []):
-            errs += _host_errors(f"spec.tls[{i}].hosts[{j}]", host)
-        secret = tls.get("secretName")
-        if secret:
-            errs += [invalid(f"spec.tls[{i}].secretName", secret, m)
-                     for m in dns1123_subdomain_errors(secret)]
-    path_types = ["Exact", "ImplementationSpecific", "Prefix"]
     for i, rule in enumerate(rules):
         base = f"spec.rules[{i}]"
-        host = rule.get("host")
-        if host:
-            errs += _host_errors(f"{base}.host", host)
+        if rule.get("host"):
+            errs += _host_errors(f"{base}.host", rule["host"])
         http = rule.get("http")
         if http is None:
             continue
@@ -402,31 +432,18 @@ def _validate_ingress(obj: dict) -> list[FieldError]:
         if not paths:
             errs.append(required(f"{base}.http.paths"))
         for j, path in enumerate(paths):
-            pbase = f"{base}.http.paths[{j}]"
-            value = path.get("path", "")
-            path_type = path.get("pathType")
-            if not path_type:
-                errs.append(required(f"{pbase}.pathType", "pathType must be specified"))
-            elif path_type not in path_types:
-                errs.append(not_supported(f"{pbase}.pathType", path_type, path_types))
-            elif path_type in ("Exact", "Prefix"):
-                if not value.startswith("/"):
-                    errs.append(invalid(f"{pbase}.path", value, "must be an absolute path"))
-                elif "//" in value:
-                    errs.append(invalid(f"{pbase}.path", value, "must not contain '//'"))
-                else:
-                    for segment in value.split("/"):
-                        if segment in (".", ".."):
-                            errs.append(invalid(f"{pbase}.path", value,
-                                                f"must not contain '{segment}'"))
-                            break
-            elif value and not value.startswith("/"):
-                errs.append(invalid(f"{pbase}.path", value, "must be an absolute path"))
-            backend = path.get("backend")
-            if backend is None:
-                errs.append(required(f"{pbase}.backend"))
-            else:
-                errs += _validate_backend(f"{pbase}.backend", backend)
+            errs += _http_path_errors(f"{base}.http.paths[{j}]", path)
+    for i, tls in enumerate(spec.get("tls") or []):
+        for j, host in enumerate(tls.get("hosts") or []):
+            errs += _host_errors(f"spec.tls[{i}].hosts[{j}]", host)
+        secret = tls.get("secretName")
+        if secret:
+            errs += [invalid(f"spec.tls[{i}].secretName", secret, m)
+                     for m in dns1123_subdomain_errors(secret)]
+    class_name = spec.get("ingressClassName")
+    if class_name is not None:
+        errs += [invalid("spec.ingressClassName", class_name, m)
+                 for m in dns1123_subdomain_errors(class_name)]
     return errs
 
 
@@ -621,14 +638,41 @@ def validate(rt: ResourceType, obj: dict) -> list[FieldError]:
     return errs
 
 
+def _load_balancer_status_errors(obj: dict) -> list[FieldError]:
+    """status.loadBalancer of Ingresses and Services, as status updates check it."""
+    errs: list[FieldError] = []
+    entries = (((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
+    for i, entry in enumerate(entries):
+        base = f"status.loadBalancer.ingress[{i}]"
+        ip, hostname = entry.get("ip") or "", entry.get("hostname") or ""
+        if ip and _ip(ip) is None:
+            errs.append(invalid(f"{base}.ip", ip,
+                                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+        if hostname:
+            errs += [invalid(f"{base}.hostname", hostname, m) for m in dns1123_subdomain_errors(hostname)]
+            if _ip(hostname) is not None:
+                errs.append(invalid(f"{base}.hostname", hostname, "must be a DNS name, not an IP address"))
+        for j, port in enumerate(entry.get("ports") or []):
+            errs += _port_number_errors(f"{base}.ports[{j}].port", port.get("port"))
+            errs += _protocol_errors(f"{base}.ports[{j}].protocol", port.get("protocol"))
+    return errs
+
+
 def validate_update(rt: ResourceType, old: dict, new: dict) -> list[FieldError]:
-    """Rules that compare with the stored object (immutable fields)."""
+    """Rules that compare with the stored object (immutable fields), and the
+    status rules (status is only written by updates: create resets it)."""
     errs = validate(rt, new)
+    if rt.key() in (("", "services"), ("networking.k8s.io", "ingresses")):
+        errs += _load_balancer_status_errors(new)
     if rt.key() == ("", "services"):
         old_ip = (old.get("spec") or {}).get("clusterIP")
         new_ip = (new.get("spec") or {}).get("clusterIP")
         if old_ip and new_ip != old_ip and (new.get("spec") or {}).get("type") != "ExternalName":
             errs.append(invalid("spec.clusterIPs[0]", new_ip, "may not change once set"))
+    if rt.key() == ("networking.k8s.io", "ingressclasses"):
+        before, after = ((o.get("spec") or {}).get("controller") for o in (old, new))
+        if before != after:
+            errs.append(invalid("spec.controller", after, "field is immutable"))
     if rt.key() == ("discovery.k8s.io", "endpointslices"):
         if old.get("addressType") != new.get("addressType"):
             errs.append(invalid("addressType", new.get("addressType"), "field is immutable"))

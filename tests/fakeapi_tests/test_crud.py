@@ -106,7 +106,30 @@ def test_namespace_delete_removes_its_objects(fake_api, core):
     assert ns.status.phase == "Active"
     assert ns.metadata.labels["kubernetes.io/metadata.name"] == "team"
     core.delete_namespace("team")
+    assert fake_api.get("namespaces", None, "team")["status"]["phase"] == "Terminating"
+    # Content stays (and can still be deleted) until the namespace controller runs ...
+    assert fake_api.get("configmaps", "team", "cm") is not None
+    with pytest.raises(client.ApiException) as e:
+        core.create_namespaced_config_map("team", {"metadata": {"name": "late"}})
+    assert e.value.status == 403
+    assert _status(e.value)["message"] == ('configmaps "late" is forbidden: unable to create new '
+                                           'content in namespace team because it is being terminated')
+    fake_api.finalize_namespaces()
     assert fake_api.get("configmaps", "team", "cm") is None
+    assert fake_api.get("namespaces", None, "team") is None
+
+
+def test_namespace_controller_runs_after_a_delay(tmp_path):
+    from tests.fakeapi import FakeApiServer
+    import time
+    with FakeApiServer(namespace_finalize_delay=0.1) as srv:
+        srv.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "x"}})
+        srv.delete("namespaces", None, "x")
+        deadline = time.monotonic() + 5
+        while srv.get("namespaces", None, "x") is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert srv.get("namespaces", None, "x") is None
+        assert srv.get("configmaps", "x", "cm") is None
 
 
 def test_name_mismatch_is_bad_request(core):
@@ -372,3 +395,38 @@ def test_create_resets_status_but_seeding_keeps_it(fake_api, net):
     assert not posted.status.load_balancer.ingress
     seeded = fake_api.create({**_ingress(name="seeded"), "status": lb})
     assert seeded["status"] == lb
+
+
+def test_endpointslice_generation_counts_endpoint_changes(fake_api):
+    eps = fake_api.create({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                           "metadata": {"name": "web-1", "namespace": "default"}, "addressType": "IPv4",
+                           "endpoints": [{"addresses": ["10.1.0.5"]}], "ports": [{"port": 80}]})
+    assert eps["metadata"]["generation"] == 1
+    eps["metadata"]["labels"] = {"kubernetes.io/service-name": "web"}
+    eps = fake_api.update(eps)
+    assert eps["metadata"]["generation"] == 1
+    eps["endpoints"].append({"addresses": ["10.1.0.6"]})
+    assert fake_api.update(eps)["metadata"]["generation"] == 2
+
+
+def test_strategic_merge_patch_merges_lists_by_key(fake_api, core):
+    core.create_namespaced_service("default", {"metadata": {"name": "s", "finalizers": ["a/b"]}, "spec": {
+        "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}})
+    patched = core.patch_namespaced_service("s", "default", {"spec": {"ports": [
+        {"port": 80, "targetPort": 8080}, {"name": "metrics", "port": 9090}]},
+        "metadata": {"finalizers": ["c/d"]}})
+    assert [(p.name, p.port, p.target_port) for p in patched.spec.ports] == [
+        ("http", 80, 8080), ("https", 443, 443), ("metrics", 9090, 9090)]
+    assert patched.metadata.finalizers == ["a/b", "c/d"]
+    patched = core.patch_namespaced_service("s", "default", {"spec": {
+        "$setElementOrder/ports": [{"port": 9090}, {"port": 80}, {"port": 443}],
+        "ports": [{"port": 443, "$patch": "delete"}]}})
+    assert [p.port for p in patched.spec.ports] == [9090, 80]
+    # Lists without a merge strategy (EndpointSlice endpoints) are replaced whole.
+    fake_api.create({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                     "metadata": {"name": "e", "namespace": "default"}, "addressType": "IPv4",
+                     "endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]}]})
+    status, body, _ = raw(fake_api, "PATCH", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/e",
+                          {"endpoints": [{"addresses": ["10.0.0.3"]}]}, None,
+                          "application/strategic-merge-patch+json")
+    assert [e["addresses"] for e in body["endpoints"]] == [["10.0.0.3"]]

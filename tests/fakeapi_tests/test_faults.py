@@ -163,13 +163,13 @@ def test_standalone_module(tmp_path):
 def test_watch_threads_end_when_client_goes_away(fake_api):
     conn, resp = _open_watch(fake_api, fake_api.storage.resource_version)
     time.sleep(0.1)
-    assert len(fake_api.storage._watchers) == 1
+    assert fake_api.open_watches == 1
     conn.close()
     resp.close()
     deadline = time.monotonic() + 3
-    while fake_api.storage._watchers and time.monotonic() < deadline:
+    while fake_api.open_watches and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not fake_api.storage._watchers
+    assert fake_api.open_watches == 0
 
 
 def test_standalone_rbac_with_token_file(tmp_path):

@@ -136,3 +136,40 @@ def test_imperative_creates_send_protobuf_and_are_decoded(fake_api):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "bot", "namespace": "team"}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
     assert any(q.startswith("fieldManager=kubectl-create") for _, m, _, q, _ in fake_api.request_log if m == "POST")
+
+
+def test_apply_a_chart_like_manifest_with_workloads(fake_api, tmp_path):
+    manifest = tmp_path / "all.yaml"
+    manifest.write_text("""\
+apiVersion: v1
+kind: Namespace
+metadata: {name: platform}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ingress, namespace: platform}
+spec:
+  selector: {matchLabels: {app: ingress}}
+  template:
+    metadata: {labels: {app: ingress}}
+    spec: {containers: [{name: c, image: example/platform:1}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nodeproxy, namespace: platform}
+spec:
+  selector: {matchLabels: {app: nodeproxy}}
+  template:
+    metadata: {labels: {app: nodeproxy}}
+    spec: {containers: [{name: c, image: example/platform:1}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: ingress, namespace: platform}
+spec: {maxUnavailable: 1, selector: {matchLabels: {app: ingress}}}
+""")
+    kubectl(fake_api, "apply", "--server-side", "-f", str(manifest))
+    assert fake_api.get("deployments", "platform", "ingress")["metadata"]["generation"] == 1
+    assert "nodeproxy" in kubectl(fake_api, "get", "ds", "-n", "platform").stdout
+    kubectl(fake_api, "delete", "-f", str(manifest))
+    assert fake_api.get("poddisruptionbudgets", "platform", "ingress") is None

@@ -81,9 +81,11 @@ def test_exact_resource_version_reads_the_past(fake_api, core):
     assert e.value.status == 410 and json.loads(e.value.body)["reason"] == "Expired"
 
 
-def test_future_resource_version_times_out(fake_api, monkeypatch):
+@pytest.mark.parametrize("watch", [False, True])
+def test_future_resource_version_times_out(fake_api, monkeypatch, watch):
     monkeypatch.setattr(registry, "TOO_LARGE_RV_WAIT", 0.1)
-    status, body, _ = raw(fake_api, "GET", "/api/v1/configmaps", query={"resourceVersion": "999999"})
+    query = {"resourceVersion": "999999", **({"watch": "1"} if watch else {})}
+    status, body, _ = raw(fake_api, "GET", "/api/v1/configmaps", query=query)
     assert status == 504 and body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
 
 
@@ -196,7 +198,7 @@ def test_bookmarks_only_when_allowed(core, fake_api):
     assert int(with_bookmarks[0][2]) >= int(rv)
     started = time.monotonic()
     assert _collect(core, 1, resource_version=rv, timeout_seconds=1) == []
-    assert 0.8 < time.monotonic() - started < 3  # timeoutSeconds ends the stream
+    assert 0.8 < time.monotonic() - started < 5  # timeoutSeconds ends the stream
 
 
 def test_bookmark_object_shape(fake_api):
@@ -254,3 +256,28 @@ def test_watch_list_sends_state_then_an_end_marker(fake_api):
     status, body, _ = raw(fake_api, "GET", "/api/v1/configmaps", query={
         "watch": "1", "sendInitialEvents": "true"})
     assert status == 422 and body["details"]["kind"] == "ListOptions"
+
+
+def test_legacy_watch_path_narrows_to_the_named_object(fake_api):
+    fake_api.create(_cm("a"))
+    fake_api.create(_cm("b"))
+    status, body, _ = raw(fake_api, "GET", "/api/v1/watch/namespaces/default/configmaps/b",
+                          query={"timeoutSeconds": "1"})
+    events = [body] if isinstance(body, dict) else [json.loads(line) for line in body.splitlines()]
+    assert [e["object"]["metadata"]["name"] for e in events] == ["b"]
+
+
+def test_table_output_for_kubectl(fake_api):
+    fake_api.create({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                     "metadata": {"name": "web", "namespace": "default"},
+                     "spec": {"ingressClassName": "platform", "rules": [{"host": "a.example"}],
+                              "defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}})
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    status, table, _ = raw(fake_api, "GET", "/apis/networking.k8s.io/v1/ingresses", accept=accept)
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Class", "Hosts", "Address",
+                                                               "Ports", "Age"]
+    row = table["rows"][0]
+    assert row["cells"][:3] == ["web", "platform", "a.example"]
+    assert row["object"]["kind"] == "PartialObjectMetadata"
+    assert row["object"]["metadata"]["namespace"] == "default"

@@ -68,11 +68,16 @@ INVALID = [
      "spec.rules[0].http.paths[0].backend", "FieldValueInvalid"),
     (_path(backend={}), "spec.rules[0].http.paths[0].backend", "FieldValueInvalid"),
     (_path(backend={"service": {"name": "web", "port": {"name": "http", "number": 80}}}),
-     "spec.rules[0].http.paths[0].backend.service.port", "FieldValueInvalid"),
+     "spec.rules[0].http.paths[0].backend", "FieldValueInvalid"),
+    (_path(path="/a/./b"), "spec.rules[0].http.paths[0].path", "FieldValueInvalid"),
+    (_path(path="/a%2fb"), "spec.rules[0].http.paths[0].path", "FieldValueInvalid"),
+    (_path(path="/a/.."), "spec.rules[0].http.paths[0].path", "FieldValueInvalid"),
+    (_path(backend={"resource": {"kind": "Bucket"}}),
+     "spec.rules[0].http.paths[0].backend.resource.name", "FieldValueRequired"),
     (_path(backend={"service": {"name": "web", "port": {"number": 70000}}}),
      "spec.rules[0].http.paths[0].backend.service.port.number", "FieldValueInvalid"),
     (_path(backend={"service": {"name": "web", "port": {}}}),
-     "spec.rules[0].http.paths[0].backend.service.port", "FieldValueRequired"),
+     "spec.rules[0].http.paths[0].backend", "FieldValueRequired"),
     (_ingress(rules=[{"host": "10.0.0.1"}]), "spec.rules[0].host", "FieldValueInvalid"),
     (_ingress(rules=[{"host": "*.*.example.com"}]), "spec.rules[0].host", "FieldValueInvalid"),
     (_ingress(tls=[{"hosts": ["Bad Host"], "secretName": "tls"}]), "spec.tls[0].hosts[0]",
@@ -90,7 +95,9 @@ INVALID = [
     (_slice(addresses=["not-an-ip"]), "endpoints[0].addresses[0]", "FieldValueInvalid"),
     (_slice(endpoints=[{"addresses": []}]), "endpoints[0].addresses", "FieldValueRequired"),
     (_slice(endpoints=[{"addresses": ["10.0.0.1"]}] * 1001), "endpoints", "FieldValueTooMany"),
-    (_slice(ports=[{"name": "http", "port": 70000}]), "ports[0].port", "FieldValueInvalid"),
+    (_slice(address_type="FQDN", addresses=["localhost"]), "endpoints[0].addresses[0]", "FieldValueInvalid"),
+    (_slice(ports=[{"name": "http", "port": 80}, {"name": "http", "port": 81}]), "ports[1].name",
+     "FieldValueDuplicate"),
     (_slice(ports=[{"name": "http", "port": 80, "protocol": "HTTP"}]), "ports[0].protocol",
      "FieldValueNotSupported"),
     # service
@@ -98,14 +105,13 @@ INVALID = [
     (_service(ports=[{"port": 0}]), "spec.ports[0].port", "FieldValueInvalid"),
     (_service(ports=[{"port": 80, "protocol": "HTTP"}]), "spec.ports[0].protocol", "FieldValueNotSupported"),
     (_service(ports=[{"port": 80}, {"port": 81}]), "spec.ports[0].name", "FieldValueRequired"),
-    (_service(clusterIP="300.1.1.1"), "spec.clusterIP", "FieldValueInvalid"),
+    (_service(clusterIP="300.1.1.1"), "spec.clusterIPs[0]", "FieldValueInvalid"),
     (_service(type="Magic"), "spec.type", "FieldValueNotSupported"),
     (_service(type="ExternalName", ports=[]), "spec.externalName", "FieldValueRequired"),
     ({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1svc", "namespace": "default"},
       "spec": {"ports": [{"port": 80}]}}, "metadata.name", "FieldValueInvalid"),
     # lease
     (_lease(leaseDurationSeconds=0), "spec.leaseDurationSeconds", "FieldValueInvalid"),
-    (_lease(leaseDurationSeconds="15"), "spec.leaseDurationSeconds", "FieldValueInvalid"),
     (_lease(leaseTransitions=-1), "spec.leaseTransitions", "FieldValueInvalid"),
 ]
 
@@ -203,3 +209,50 @@ def test_times_are_normalised_like_go_decoding(fake_api):
     bad["metadata"]["name"] = "bad"
     status, body, _ = raw(fake_api, "POST", _post_path(bad), bad)
     assert status == 400 and body["reason"] == "BadRequest"
+
+
+@pytest.mark.parametrize("entry,field", [
+    ({"ip": "not-an-ip"}, "status.loadBalancer.ingress[0].ip"),
+    ({"hostname": "192.0.2.1"}, "status.loadBalancer.ingress[0].hostname"),
+    ({"hostname": "Bad_Host"}, "status.loadBalancer.ingress[0].hostname"),
+    ({"ip": "192.0.2.1", "ports": [{"port": 0, "protocol": "TCP"}]},
+     "status.loadBalancer.ingress[0].ports[0].port"),
+])
+def test_load_balancer_status_is_validated(fake_api, entry, field):
+    fake_api.create(_ingress())
+    path = "/apis/networking.k8s.io/v1/namespaces/default/ingresses/ing/status"
+    status, body, _ = raw(fake_api, "PATCH", path, {"status": {"loadBalancer": {"ingress": [entry]}}},
+                          content_type="application/merge-patch+json")
+    assert status == 422 and body["details"]["causes"][0]["field"] == field
+    status, body, _ = raw(fake_api, "PATCH", path,
+                          {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}},
+                          content_type="application/merge-patch+json")
+    assert status == 200
+
+
+def test_wrong_json_types_fail_decoding_like_go(fake_api):
+    obj = _lease(leaseDurationSeconds="15")
+    status, body, _ = raw(fake_api, "POST", _post_path(obj), obj)
+    assert status == 400 and body["reason"] == "BadRequest"
+    assert body["message"] == ('Lease in version "v1" cannot be handled as a Lease: json: cannot '
+                               'unmarshal string into Go struct field LeaseSpec.spec.leaseDurationSeconds '
+                               'of type int32')
+
+
+def test_unknown_fields_are_dropped_warned_or_refused(fake_api):
+    obj = _ingress()
+    obj["spec"]["ingressClass"] = "typo"
+    obj["spec"]["rules"][0]["http"]["paths"][0]["extra"] = 1
+    status, body, headers = raw(fake_api, "POST", _post_path(obj), obj)
+    assert status == 201 and "ingressClass" not in body["spec"]
+    assert "extra" not in body["spec"]["rules"][0]["http"]["paths"][0]
+    assert 'unknown field \\"spec.ingressClass\\"' in headers["Warning"]
+    obj["metadata"]["name"] = "strict"
+    status, body, _ = raw(fake_api, "POST", _post_path(obj), obj, query={"fieldValidation": "Strict"})
+    assert status == 400
+    assert body["message"] == ('Ingress in version "v1" cannot be handled as a Ingress: strict decoding '
+                               'error: unknown field "spec.rules[0].http.paths[0].extra", unknown field '
+                               '"spec.ingressClass"')   # in document order
+    seeded = fake_api.create({**_ingress(), "metadata": {"name": "seeded", "namespace": "default"},
+                              "bogus": True})
+    assert "bogus" not in seeded

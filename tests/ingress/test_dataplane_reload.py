@@ -350,10 +350,14 @@ def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path):
 class ScriptedLua:
     """An httpx transport answering like configuration.lua, with faults."""
 
-    def __init__(self, post_failures: int = 0, stale_gets: int = 0, refuse: int | None = None) -> None:
+    def __init__(self, post_failures: int = 0, stale_gets: int = 0, refuse: int | None = None,
+                 stale_posts: int = 0, lost_answers: int = 0) -> None:
         self.post_failures, self.stale_gets, self.refuse = post_failures, stale_gets, refuse
+        self.stale_posts = stale_posts  # 201 answers naming another checksum in force
+        self.lost_answers = lost_answers  # POSTs stored whose answer never arrives
         self.stored: dict[str, str] = {}
         self.posts = 0
+        self.gets = 0
 
     def __call__(self, request):
         import json
@@ -369,7 +373,15 @@ class ScriptedLua:
                 raise httpx.ConnectError("connection refused", request=request)
             body = json.loads(request.content)
             self.stored[request.url.path.rsplit("/", 1)[1]] = body["checksum"]
-            return httpx.Response(201)
+            if self.lost_answers:
+                self.lost_answers -= 1
+                raise httpx.ReadError("connection reset", request=request)
+            in_force = body["checksum"]
+            if self.stale_posts:
+                self.stale_posts -= 1
+                in_force = "old"
+            return httpx.Response(201, json={"checksum": in_force, "version": self.posts})
+        self.gets += 1
         summary = {name: {"checksum": self.stored.get(name), "version": 1} for name in ("backends", "certificates", "general")}
         if self.stale_gets:
             self.stale_gets -= 1
@@ -388,12 +400,39 @@ def lua_client(script: ScriptedLua, deadline: float = 2.0):
 def test_lua_push_retries_until_the_checksum_is_confirmed():
     from platformd.ingress.render import checksum
 
-    script = ScriptedLua(post_failures=2, stale_gets=1)
+    script = ScriptedLua(post_failures=2, stale_posts=1, stale_gets=3)
     client = lua_client(script)
     data = [{"name": "svc", "endpoints": []}]
     assert client.push("backends", data) == checksum(data)
     assert script.posts == 4  # two refused connections, one stale confirmation, then done
     assert script.stored["backends"] == checksum(data)
+
+
+def test_lua_push_confirms_from_the_post_answer_alone():
+    from platformd.ingress.render import checksum
+
+    script = ScriptedLua()
+    data = [{"name": "svc", "endpoints": []}]
+    assert lua_client(script).push("backends", data) == checksum(data)
+    assert (script.posts, script.gets) == (1, 0)
+
+
+def test_lua_push_after_a_lost_answer_confirms_by_get_without_posting_again():
+    from platformd.ingress.render import checksum
+
+    script = ScriptedLua(lost_answers=1)
+    data = [{"name": "svc", "endpoints": []}]
+    assert lua_client(script).push("backends", data) == checksum(data)
+    assert (script.posts, script.gets) == (1, 1)
+
+
+def test_lua_push_does_not_retry_a_payload_too_large_for_the_shared_dict():
+    from platformd.ingress.luaclient import LuaRejected, LuaTooLarge
+
+    script = ScriptedLua(refuse=507)
+    with pytest.raises(LuaTooLarge) as err:
+        lua_client(script).push("backends", [])
+    assert isinstance(err.value, LuaRejected) and err.value.status == 507 and script.posts == 1
 
 
 def test_lua_push_stops_at_once_on_refusal_and_gives_up_after_the_deadline():

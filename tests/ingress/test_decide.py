@@ -56,8 +56,7 @@ DYNAMIC_CHANGES = {
     "endpoints emptied": lambda c: with_backend(c, "svc", endpoints=()),
     "canary weight": lambda c: with_backend(c, "canary", traffic_shaping_policy=TrafficShapingPolicy(weight=90)),
     "canary header": lambda c: with_backend(c, "canary", traffic_shaping_policy=TrafficShapingPolicy(header="X-Canary")),
-    "canary removed": lambda c: with_backend(c, "svc", alternative_backends=()),
-    "algorithm": lambda c: with_backend(c, "svc", load_balance="ewma"),
+    "plain backend hashed": lambda c: with_backend(c, "canary", upstream_hash_by="$request_uri"),
     "affinity": lambda c: with_backend(c, "svc", session_affinity=SessionAffinity()),
     "hash key": lambda c: with_backend(c, "svc", upstream_hash_by="$request_uri"),
     "certificate renewed": lambda c: replace(
@@ -68,6 +67,7 @@ DYNAMIC_CHANGES = {
         certificates=(*c.certificates, Certificate("ns/b", CERT.replace("MIIB", "MIID"), KEY)),
     ),
     "new backend": lambda c: replace(c, backends=(*c.backends, Backend("spare"))),
+    "default certificate": lambda c: replace(c, default_certificate="ns/a"),
 }
 
 SHAPE_CHANGES = {
@@ -79,6 +79,12 @@ SHAPE_CHANGES = {
     "server added": lambda c: replace(c, servers=(*c.servers, Server("b.com"))),
     "global": lambda c: replace(c, settings=GlobalSettings(keepalive_timeout=10)),
     "default backend": lambda c: replace(c, default_backend="svc"),
+    "TLS removed (HSTS)": lambda c: with_server(c, tls_certificate=None),
+    # Lua hooks of a location (view.lua_phases):
+    "canary removed (no access phase)": lambda c: with_backend(c, "svc", alternative_backends=()),
+    "EWMA (log phase)": lambda c: with_backend(c, "svc", load_balance="ewma"),
+    "affinity on a plain backend": lambda c: with_backend(c, "canary", session_affinity=SessionAffinity()),
+    "catch-all location": lambda c: replace(c, default_server_locations=(Location("/x", backend="svc"),)),
 }
 
 
@@ -131,5 +137,6 @@ def test_shape_and_dynamic_change_together():
 def test_shape_drops_only_dynamic_parts():
     s = shape(base())
     assert s.backends == () and s.certificates == ()
-    assert s.servers[0].tls_certificate is None
+    assert s.servers[0].tls_certificate == "tls"  # which one is dynamic, whether one is shape
+    assert shape(with_server(base(), tls_certificate=None)).servers[0].tls_certificate is None
     assert s.servers[0].locations == base().servers[0].locations

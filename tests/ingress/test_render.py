@@ -78,6 +78,7 @@ def rich_config(**settings) -> Configuration:
         backends=(
             Backend("ns-web-80", endpoints=(Endpoint("10.1.0.1", 8080),)),
             Backend("ns-api-80", session_affinity=SessionAffinity(cookie_name="route", max_age=60)),
+            Backend("ns-grpc-50051", load_balance="ewma"),
         ),
         certificates=(Certificate("ns/tls", CERT, KEY, hostnames=("example.com",)),),
         default_backend="ns-default-80",
@@ -102,7 +103,8 @@ def test_contract_hooks_are_rendered():
         "lua_shared_dict platform_configuration 64m;",
         "lua_shared_dict platform_certificates 32m;",
         "lua_shared_dict platform_balancer 16m;",
-        'init_by_lua_block { require("platform").init() }',
+        'init_by_lua_block { require("platform").init({ unavailable_peer = "unix:/var/lib/platformd/nginx-503.sock" }) }',
+        'listen "unix:/var/lib/platformd/nginx-503.sock";',
         'init_worker_by_lua_block { require("platform").init_worker() }',
         'balancer_by_lua_block { require("balancer").balance() }',
         'access_by_lua_block { require("balancer").access() }',
@@ -125,21 +127,39 @@ def locations_of(text: str) -> list[str]:
 
 def test_path_semantics():
     text = render.render_nginx_conf(rich_config(), runtime())
-    server = text.split('server_name "example.com" "www.example.com";')[1].split("# Configuration endpoint")[0]
+    server = text.split('server_name "example.com" "www.example.com";')[1].split("\n    }\n")[0]
     found = locations_of(server)
-    # Exact /api wins over Prefix /api, whose exact half is left out.
-    assert found.count('= "/api"') == 1
-    assert '"/api/"' in found
-    # Prefix /old is element-wise: = /old and /old/ (not /oldfoo)
-    assert '= "/old"' in found and '"/old/"' in found
-    assert '~* "^/foo(/|$)(.*)"' in found
-    assert found[-1] == '~* "^/foo(/|$)(.*)"'  # regexes after literal paths
+    # A server with a Regex path: Prefix paths become element-wise regexes,
+    # tried longest first, a Prefix before a Regex of equal length.
+    assert found == [
+        '= "/api"',  # Exact /api wins over Prefix /api
+        '"/"',
+        '~* "^/foo(/|$)(.*)"',
+        '~ "^/grpc(?:/|$)"',
+        '~ "^/open(?:/|$)"',
+        '~ "^/api(?:/|$)"',
+        '~ "^/old(?:/|$)"',
+        '~ "^/tls(?:/|$)"',
+    ]
     assert 'rewrite "(?i)^/foo(/|$)(.*)" "/$2" break;' in server
+
+
+def test_prefix_paths_without_regex_neighbours_stay_plain_prefixes():
+    config = Configuration(servers=(Server("example.com", locations=(
+        Location("/api", backend="b"), Location("/api", match=PathMatch.EXACT, backend="b"), Location("/old", backend="b"),
+    )),))
+    server = render.render_nginx_conf(config, runtime()).split('server_name "example.com";')[1]
+    found = locations_of(server.split("\n    }\n")[0])
+    # Exact /api wins over Prefix /api, whose exact half is left out;
+    # Prefix /old is element-wise: = /old and /old/ (not /oldfoo); no Prefix
+    # "/" of its own: a 404 instead of nginx's static files.
+    assert found == ['= "/api"', '"/api/"', '= "/old"', '"/old/"', '"/"']
+    assert "return 404;" in server.split('location "/" {')[1].split("}")[0]
 
 
 def test_location_settings_are_rendered():
     text = render.render_nginx_conf(rich_config(), runtime())
-    api = text.split('location "/api/" {')[1].split("\n        }\n")[0]
+    api = text.split('location ~ "^/api(?:/|$)" {')[1].split("\n        }\n")[0]
     for needle in (
         "deny 10.9.0.0/16;",
         "allow 10.0.0.0/8;",
@@ -162,7 +182,7 @@ def test_location_settings_are_rendered():
     assert 'if ($http_origin ~* "^(?:https://[A-Za-z0-9-]+\\\\.example\\\\.org|https://app\\\\.example\\\\.com)$")' in api
     assert 'return 301 "https://new.example.com/";' in text
     assert 'return 302 "/app";' in text
-    assert 'server_name "*.wild.example.com";' in text
+    assert r'server_name "~^[^.]+\\.wild\\.example\\.com$";' in text  # one label only
 
 
 def test_default_server_404_or_default_backend():
@@ -320,3 +340,34 @@ def test_view_revalidates_values_that_bypassed_the_model():
     object.__setattr__(server, "aliases", ("evil.com;\n",))
     with pytest.raises(ValidationError, match="names"):
         render.render_nginx_conf(Configuration(servers=(server,)), runtime())
+
+
+def test_lua_hooks_only_where_a_backend_needs_them():
+    """Plain backends are balanced by balancer_by_lua alone (view.lua_phases)."""
+    config = Configuration(
+        servers=(Server("example.com", locations=(
+            Location("/plain", backend="plain"),
+            Location("/hashed", backend="hashed"),
+            Location("/sticky", backend="sticky"),
+            Location("/ewma", backend="ewma"),
+            Location("/canary", backend="primary"),
+            Location("/unknown", backend="unknown"),
+        )),),
+        backends=(
+            Backend("plain"),
+            Backend("hashed", upstream_hash_by="$request_uri", session_affinity=SessionAffinity()),
+            Backend("sticky", session_affinity=SessionAffinity()),
+            Backend("ewma", load_balance="ewma"),
+            Backend("primary", alternative_backends=("ewma-canary",)),
+            Backend("ewma-canary", load_balance="ewma", traffic_shaping_policy=TrafficShapingPolicy(weight=5)),
+        ),
+    )
+    text = render.render_nginx_conf(config, runtime())
+    hooks = {}
+    for path in ("plain", "hashed", "sticky", "ewma", "canary", "unknown"):
+        block = text.split(f'location "/{path}/" {{')[1].split("\n        }\n")[0]
+        hooks[path] = ("access_by_lua" in block, "log_by_lua" in block)
+    assert hooks == {
+        "plain": (False, False), "hashed": (False, False), "unknown": (False, False),
+        "sticky": (True, False), "ewma": (True, True), "canary": (True, True),
+    }

@@ -98,7 +98,7 @@ def test_invalid_regex_is_left_out():
 def test_hosts_are_lower_cased_and_wildcards_kept():
     result = translate(ingress(rules=[rule("Example.COM", path("/")), rule("*.Apps.example.com", path("/"))]), SERVICES)
     assert sorted(s.hostname for s in result.configuration.servers) == ["*.apps.example.com", "example.com"]
-    assert 'server_name "*.apps.example.com";' in rendered(result)
+    assert r'server_name "~^[^.]+\\.apps\\.example\\.com$";' in rendered(result)
 
 
 def test_invalid_host_costs_only_its_rule():
@@ -201,10 +201,26 @@ def test_missing_default_backend_service_is_a_problem_and_404():
     assert ("Service", "nope", "DefaultBackendNotFound") in [(p.kind, p.name, p.reason) for p in result.problems]
 
 
-def test_hostless_root_rule_is_the_catch_all_and_other_hostless_paths_are_reported():
+def test_hostless_root_rule_is_the_catch_all_and_other_hostless_paths_are_its_locations():
     result = translate(ingress(rules=[rule(None, path("/", service="api"), path("/x"))]), SERVICES)
-    assert result.configuration.default_backend == "default-api-80"
-    assert reasons(result) == ["HostlessPathUnsupported"]
+    config = result.configuration
+    assert config.default_backend == "default-api-80"
+    assert reasons(result) == []
+    assert [(loc.match.value, loc.path, loc.backend) for loc in config.default_server_locations] == [
+        ("prefix", "/x", "default-web-80")]
+    assert {b.name for b in config.backends} == {"default-api-80", "default-web-80"}
+    server = rendered(result).split("server_name _;")[1].split("server {")[0]
+    assert 'location "/x/" {' in server and 'set $proxy_upstream_name "default-web-80";' in server
+
+
+def test_hostless_root_rule_with_annotations_is_a_catch_all_location():
+    annotated = ingress(rules=[rule(None, path("/", service="api"))],
+                        annotations={"whitelist-source-range": "10.0.0.0/8"})
+    result = translate(annotated, SERVICES)
+    config = result.configuration
+    assert config.default_backend is None and reasons(result) == []
+    (root,) = config.default_server_locations
+    assert (root.path, root.backend, root.access.allow) == ("/", "default-api-80", ("10.0.0.0/8",))
 
 
 def test_resource_backends_are_reported_and_skipped():

@@ -150,8 +150,11 @@ def test_https_redirects(desc, with_tls, annotations, default, expected):
 def test_default_ssl_certificate_is_checked_and_carried():
     good = translate(web(), tls_secret("default-cert", "platform"), default_ssl_certificate="platform/default-cert")
     assert [c.id for c in good.configuration.certificates] == ["platform/default-cert"]
+    assert good.configuration.default_certificate == "platform/default-cert"
+    assert render.certificates_payload(good.configuration)["default"] is not None
     bad = translate(web(), default_ssl_certificate="platform/missing")
     assert [(p.kind, p.name, p.reason) for p in bad.problems] == [("Secret", "missing", "SecretNotFound")]
+    assert bad.configuration.default_certificate is None
 
 
 @pytest.mark.parametrize("names,host,expected", [

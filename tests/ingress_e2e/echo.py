@@ -41,6 +41,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind resolves the host name (getfqdn), which in a
+        # namespace without DNS waits for the resolver to time out.
+        import socketserver
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
 
 def main(specs: list[str]) -> None:
     for spec in specs:

@@ -39,6 +39,21 @@ describe("balancer registry", function()
     end)
   end)
 
+  it("needs the access phase only for canaries, cookie affinity and EWMA", function()
+    -- Must agree with platformd.ingress.view.lua_phases, which renders the hook.
+    with_stubbed_ngx(function(balancer)
+      local function needs(backend)
+        return balancer.needs_access(backend, balancer.algorithm_for(backend))
+      end
+      assert.is_false(needs({ alternative_backends = {} }))
+      assert.is_false(needs({ load_balance = "round_robin" }))
+      assert.is_false(needs({ upstream_hash_by = "$uri", session_affinity = { type = "cookie" } }))
+      assert.is_true(needs({ load_balance = "ewma" }))
+      assert.is_true(needs({ session_affinity = { type = "cookie", mode = "persistent" } }))
+      assert.is_true(needs({ alternative_backends = { "canary" } }))
+    end)
+  end)
+
   it("registers modules that share one interface", function()
     with_stubbed_ngx(function(balancer)
       for name, module in pairs(balancer.registry) do

@@ -16,6 +16,7 @@ web        10.96.0.10       80/TCP -> 8080 (node port 30080),        a, b, c
 sticky     10.96.0.20       80/TCP, sessionAffinity ClientIP          a, b, c
 drain      10.96.0.30       80/TCP                                   a, b
 hairpin    10.96.0.40       80/TCP                                   a, b, c
+dns        10.96.0.50       53/UDP -> 5353                           a, b
 =========  ===============  =======================================  =========
 """
 
@@ -28,6 +29,7 @@ import time
 
 import pytest
 
+from platformd.nodeproxy.kernel import VirtualServer
 from platformd.nodeproxy.kernel_linux import LinuxKernel
 from platformd.nodeproxy.main import build_parser, run
 
@@ -43,7 +45,7 @@ WAIT = 30.0
 
 
 INITIAL_VIRTUAL_SERVERS = ("10.96.0.10:80", "10.96.0.10:53", f"{NODE_IP}:30080", "10.96.0.20:80",
-                           "10.96.0.30:80", "10.96.0.40:80")
+                           "10.96.0.30:80", "10.96.0.40:80", "10.96.0.50:53")
 
 
 def eventually(check, timeout: float = WAIT, interval: float = 0.3):
@@ -133,6 +135,7 @@ def cluster(tmp_path_factory):
               sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}})
         c.add("drain", "10.96.0.30", ("pod-a", "pod-b"))
         c.add("hairpin", "10.96.0.40", PODS)
+        c.add("dns", "10.96.0.50", ("pod-a", "pod-b"), ports=(DNS,), ep_ports=(DNS_EP,))
 
         args = build_parser().parse_args([
             "--kubeconfig", kubeconfig, "--hostname", "node-a", "--node-ip", NODE_IP,
@@ -227,6 +230,15 @@ def test_removed_endpoint_drains_before_deletion(cluster):
     staying = ({"pod-a", "pod-b"} - {leaving}).pop()
     leaving_rs, staying_rs = f"{cluster.ip(leaving)}:{TCP_PORT}", f"{cluster.ip(staying)}:{TCP_PORT}"
     try:
+        # The counters graceful termination waits on, as the adapter reads them.
+        kernel = LinuxKernel()
+        try:
+            states = {str(s.server): s for s in kernel.list_real_servers(VirtualServer("TCP", "10.96.0.30", 80))}
+        finally:
+            kernel.close()
+        assert states[leaving_rs].active_connections == 1
+        assert states[staying_rs].active_connections == 0
+
         cluster.set_endpoints("drain", [staying])
         eventually(lambda: real_servers("10.96.0.30", 80) == {leaving_rs: 0, staying_rs: 1})
         assert conn.echo("still there") == f"{leaving}:still there"
@@ -239,6 +251,22 @@ def test_removed_endpoint_drains_before_deletion(cluster):
     # IPVS keeps a reset connection for its 10 s CLOSE timeout; the node
     # proxy checks quiesced real servers every 5 s.
     eventually(lambda: real_servers("10.96.0.30", 80) == {staying_rs: 1}, timeout=45)
+
+
+def test_a_udp_flow_moves_on_when_its_endpoint_goes(cluster):
+    # UDP real servers are deleted at once and their conntrack entries
+    # cleared; a client that keeps its source port must reach the other one.
+    ready(cluster, "10.96.0.50", 53, 2, "u")
+    with cluster.topo.outside.udp_flow("10.96.0.50", 53, timeout=1.0) as flow:
+        first = flow.ask()
+        assert flow.ask() == first  # one flow, one endpoint
+        other = ({"pod-a", "pod-b"} - {first}).pop()
+        cluster.set_endpoints("dns", [other], ep_ports=(DNS_EP,))
+        eventually(lambda: real_servers("10.96.0.50", 53, "u") == {f"{cluster.ip(other)}:{UDP_PORT}": 1})
+        # The first datagram after the deletion may be dropped while IPVS
+        # expires the flow's entry (expire_nodest_conn); the next ones move.
+        eventually(lambda: flow.ask() == other, timeout=10)
+        assert flow.ask() == other
 
 
 def test_a_virtual_server_deleted_by_hand_comes_back(cluster):

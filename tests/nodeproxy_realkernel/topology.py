@@ -114,13 +114,32 @@ class Client:
 
     def ask_udp(self, address: str, port: int, timeout: float = 3.0) -> str:
         """One datagram from a fresh socket (a new source port each time)."""
+        with self.udp_flow(address, port, timeout) as flow:
+            return flow.ask()
+
+    def udp_flow(self, address: str, port: int, timeout: float = 3.0) -> "UdpFlow":
+        """A UDP socket that keeps its source port: one flow for IPVS."""
         with netns.entered(self.ns):
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with s:
-            s.settimeout(timeout)
-            s.sendto(b"who", (address, port))
-            data, _ = s.recvfrom(2048)
-            return data.decode()
+        s.settimeout(timeout)
+        s.connect((address, port))
+        return UdpFlow(s)
+
+
+class UdpFlow:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def ask(self) -> str:
+        """Send one datagram; return the name in the answer."""
+        self.sock.send(b"who")
+        return self.sock.recv(2048).decode()
+
+    def __enter__(self) -> "UdpFlow":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
 
 
 class Connection:

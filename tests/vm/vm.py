@@ -196,6 +196,11 @@ def _build_initramfs(folder: Path, root: Path, kver: str) -> None:
 def prepare() -> Image:
     """Return the prepared image, building what is missing (idempotent)."""
     package = _image_package()
+    if package is None and os.geteuid() == 0 and not any(_is_ready(p) for p in CACHE.glob("*-amd64")):
+        # A fresh machine (or container) may have no package lists yet.
+        _log("apt-cache cannot resolve the kernel package; running apt-get update")
+        _check(["apt-get", "update", "-qq"])
+        package = _image_package()
     if package is None:
         ready = sorted(p for p in CACHE.glob("*-amd64") if _is_ready(p))
         if ready:
@@ -327,7 +332,7 @@ def run(
             qemu,
             "-machine", "q35",
             "-accel", "tcg,thread=multi",
-            "-cpu", "max",
+            "-cpu", os.environ.get("PLATFORM_VM_CPU", "max"),
             "-smp", str(cpus),
             "-m", str(memory_mb),
             "-nodefaults", "-display", "none", "-no-reboot", "-nic", "none",
