@@ -201,6 +201,9 @@ def live(n: int, trials: int) -> dict:
         change = source / "change.yaml"
         _dump(change, [endpoint_slice("s0-a", [(a.address, a.port)])])
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if os.environ.get("BENCH_DEBUG"):
+            env["PLATFORM_LOG_LEVEL"] = "DEBUG"
+            print(f"controller log: {work / 'log'}", flush=True)
         start = time.perf_counter()
         child = subprocess.Popen(
             [sys.executable, __file__, "--child", "--source", str(source), "--state-dir", str(state),
@@ -253,7 +256,8 @@ def live(n: int, trials: int) -> dict:
                 child.kill()
         a.stop()
         b.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if not os.environ.get("BENCH_DEBUG"):
+            shutil.rmtree(work, ignore_errors=True)
     return figures
 
 

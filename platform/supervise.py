@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     conf_path.write_text(config)
     from supervisor import supervisord  # imported late: only this path needs it
 
+    from platformd import supervisorlog
+
+    supervisorlog.install(args.log_format)
     supervisord.main(["-c", str(conf_path)])
     fatal = state_dir / "fatal"
     if fatal.exists():

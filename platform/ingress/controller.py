@@ -382,12 +382,16 @@ class Controller:
                 services, self._dirty_services = self._dirty_services, set()
             if self._model is None or not services:
                 return  # the first full sync reads everything
+            started = self.clock.monotonic()
             config, complete = self._patch_endpoints(self._model, services)
+            patched = self.clock.monotonic()
             if config is self._model:
                 result = None
             else:
                 self._model = config
                 result = self.plane.apply(config)
+            log.debug("endpoint sync of %d service(s): patch %.3fs, apply %.3fs (%s)", len(services),
+                      patched - started, self.clock.monotonic() - patched, result.kind if result else "no change")
         if not complete:
             self._full.run()
         if result is None:

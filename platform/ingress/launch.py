@@ -57,7 +57,8 @@ def bootstrap(args) -> list[str]:
     for stale in sockets:
         stale.unlink(missing_ok=True)
     binary = NGINX_BINARY if os.path.exists(NGINX_BINARY) else "nginx"
-    return [sys.executable, "-m", "platformd.logpipe", "--name", "nginx", "--",
+    log_format = os.environ.get("PLATFORM_LOG_FORMAT", "text")
+    return [sys.executable, "-m", "platformd.logpipe", "--name", "nginx", "--format", log_format, "--",
             binary, "-p", str(files.state_dir), "-c", str(files.conf), "-e", str(files.error_log),
             "-g", "daemon off;"]
 

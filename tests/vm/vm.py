@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import fcntl
 import hashlib
 import lzma
 import os
@@ -194,7 +195,18 @@ def _build_initramfs(folder: Path, root: Path, kver: str) -> None:
 
 
 def prepare() -> Image:
-    """Return the prepared image, building what is missing (idempotent)."""
+    """Return the prepared image, building what is missing (idempotent).
+
+    Concurrent callers (two test runs at once) are serialised by a lock file,
+    so only one of them downloads and builds.
+    """
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _prepare_locked()
+
+
+def _prepare_locked() -> Image:
     package = _image_package()
     if package is None and os.geteuid() == 0 and not any(_is_ready(p) for p in CACHE.glob("*-amd64")):
         # A fresh machine (or container) may have no package lists yet.
