@@ -10,8 +10,11 @@ both sides of the wire where the fake API server could be the bottleneck:
   with the very bytes the server sent, replayed from memory;
 - "end to end": an informer against the fake API server over HTTP.
 
-The targets apply to the client side: the fake server is a test fixture in
-pure Python, not what production talks to.
+The targets apply to the client side and to end to end. The fake server is a
+test fixture in pure Python, not what production talks to, but it keeps
+objects as their serialized JSON so that it can serve at these rates; the
+"server" rows show its own share, so a missed end-to-end target says which
+side was slow.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@
 --              chosen backend is unknown or has no endpoints.
 --   balance()  hand the endpoint to nginx: the one access() picked, or pick
 --              it here. Without a backend or endpoints the request goes to
---              `M.unavailable_peer`, an internal server answering 503 (the
+--              `M.unavailable`, an internal server answering 503 (the
 --              balancer phase cannot end a request with a status of its own:
 --              ngx.exit there gives 500). On a retry (the previous peer failed
 --              to connect or answer, per proxy_next_upstream) take the next
@@ -62,9 +62,9 @@ M.registry = {
 -- by the backend's endpoint count and by proxy_next_upstream_tries.
 M.MAX_RETRIES = 2
 
--- "unix:<path>" of the internal server answering 503 (platform.init sets it
--- from the template); nil leaves such requests to fail with a 500.
-M.unavailable_peer = nil
+-- {address, port} of the internal server answering 503 (platform.init sets
+-- it from the template); nil leaves such requests to fail with a 502.
+M.unavailable = nil
 
 function M.algorithm_for(backend)
   if backend.upstream_hash_by ~= nil and backend.upstream_hash_by ~= "" then
@@ -253,6 +253,17 @@ local function pick(can_set_cookie)
 end
 
 function M.access()
+  refresh()
+  local entry = state.entries[ngx_var.proxy_upstream_name]
+  if entry ~= nil and entry.plain then
+    -- Rendered for a plain backend only where the 503 server cannot answer
+    -- (HTTPS and gRPC upstreams, see view.lua_phases) or until a reload
+    -- catches up: answer 503 here, leave the pick to balance().
+    if entry.backend.endpoints[1] == nil then
+      return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    end
+    return
+  end
   local _, status = pick(true)
   if status then
     return ngx.exit(status)
@@ -287,15 +298,11 @@ local function set_peer(endpoint)
 end
 
 local function unavailable()
-  local peer = M.unavailable_peer
+  local peer = M.unavailable
   if peer == nil then
     return ngx.exit(ngx.ERROR)
   end
-  local ok, err = set_current_peer(peer)
-  if not ok then
-    ngx.log(ngx.ERR, "set_current_peer ", peer, ": ", err)
-    return ngx.exit(ngx.ERROR)
-  end
+  return set_peer(peer)
 end
 
 local function log_retry(last)

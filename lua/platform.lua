@@ -13,14 +13,14 @@ local MODULES = {
 --- Master process: load every module once so workers share the compiled code
 -- (copy-on-write) and a syntax error fails `nginx -t` instead of a request.
 -- `options` (from the template, every value chosen by us):
---   unavailable_peer  "unix:<path>" of the server answering 503 (balancer.lua)
+--   unavailable = {address, port} of the server answering 503 (balancer.lua)
 function M.init(options)
   require("cjson.safe")
   for _, name in ipairs(MODULES) do
     require(name)
   end
   require("configuration").init()
-  require("balancer").unavailable_peer = options and options.unavailable_peer or nil
+  require("balancer").unavailable = options and options.unavailable or nil
 end
 
 --- Each worker: seed the random numbers used by round robin offsets, EWMA

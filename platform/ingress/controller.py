@@ -243,7 +243,7 @@ class Controller:
 
     def healthy(self) -> tuple[bool, str]:
         """Whether requested changes get applied; a reason when not."""
-        if self._caches_synced.is_set() and not self._full.healthy(max(60.0, 4 * self.options.min_sync_interval)):
+        if self._caches_synced.is_set() and not self._full.healthy(max(300.0, 4 * self.options.min_sync_interval)):
             return False, f"sync pending too long ({self._full.health().last_error or 'no error recorded'})"
         return True, "ok"
 

@@ -4,11 +4,7 @@ Pure functions on model objects. The rule: a change needs an nginx reload
 only when it changes the *shape* of the configuration, i.e. anything that is
 rendered into nginx.conf. Backends (endpoints, algorithm, affinity, canary
 traffic shaping) and certificates live in Lua only and are pushed as dynamic
-sections. Two exceptions, both rendered and so shape:
-
-* whether a server has a certificate at all (HSTS is rendered for TLS
-  servers only); which certificate is dynamic;
-* which Lua hooks a location needs (``view.lua_phases``): a backend gaining
+sections. One exception, rendered and so shape: which Lua hooks a location needs (``view.lua_phases``): a backend gaining
   or losing canaries, cookie affinity or EWMA reloads. Plain round-robin
   locations are served by ``balancer_by_lua`` alone, which makes them
   nearly as cheap as a static upstream; the price is that these rarer,
@@ -47,11 +43,6 @@ class Decision:
         return not self.reload and not self.sections
 
 
-# Stands for "some certificate" in ``shape``: which one is dynamic, whether a
-# server has one is not (HSTS is rendered for TLS servers only).
-_SOME_CERTIFICATE = "tls"
-
-
 def shape(config: Configuration) -> Configuration:
     """``config`` without the parts nginx.conf does not depend on."""
     return replace(
@@ -59,10 +50,7 @@ def shape(config: Configuration) -> Configuration:
         backends=(),
         certificates=(),
         default_certificate=None,
-        servers=tuple(
-            replace(s, tls_certificate=None if s.tls_certificate is None else _SOME_CERTIFICATE)
-            for s in config.servers
-        ),
+        servers=tuple(replace(s, tls_certificate=None) for s in config.servers),
     )
 
 

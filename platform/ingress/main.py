@@ -193,7 +193,12 @@ def make_dataplane(args: argparse.Namespace, registry: CollectorRegistry):
     state_dir = state_dir_of(args)
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        cert, key = ensure_default_certificate(state_dir / "certs")
+        if args.external_nginx:
+            # ``platformd nginx`` makes the certificate before nginx starts; making it
+            # here too would race with it (two openssl runs writing the same files).
+            cert, key = state_dir / "certs" / "default.crt", state_dir / "certs" / "default.key"
+        else:
+            cert, key = ensure_default_certificate(state_dir / "certs")
     except (OSError, NginxError) as exc:
         raise StartError(f"cannot prepare state dir {state_dir}: {_one_line(exc)}") from None
     runtime = RuntimePaths(state_dir, paths.lua_dir(), cert, key)
@@ -208,7 +213,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     from platformd.common.informer import InformerFactory
     from platformd.ingress.controller import Controller, ControllerOptions
     from platformd.ingress.metrics import ControllerMetrics
-    from platformd.ingress.server import InternalServer, nginx_check
+    from platformd.ingress.server import InternalServer, nginx_check, nginx_master_check
 
     source, api = make_source(args)
     registry = CollectorRegistry()
@@ -236,7 +241,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     parts.controller = controller
     try:
         server = InternalServer(args.healthz_host, args.healthz_port, controller, registry,
-                                checks=(nginx_check(plane.runtime.socket),))
+                                checks=(nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)))
     except OSError as exc:
         raise StartError(f"cannot listen on {args.healthz_host}:{args.healthz_port}: {exc.strerror or exc}") from None
     parts.server = server

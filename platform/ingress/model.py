@@ -385,7 +385,9 @@ class Server:
     """One virtual host.
 
     ``tls_certificate`` refers to a ``Certificate.id``; certificates are served
-    by Lua per SNI, so changing it needs no reload. ``redirect`` redirects the
+    by Lua per SNI, so changing it needs no reload. ``tls`` says the host is
+    meant to be served over TLS (an Ingress lists it under ``spec.tls``),
+    whether or not its certificate is usable: its https answers carry HSTS. ``redirect`` redirects the
     whole host (e.g. from-to-www) and takes precedence over its locations.
     """
 
@@ -393,6 +395,7 @@ class Server:
     aliases: tuple[str, ...] = ()
     tls_certificate: str | None = None
     locations: tuple[Location, ...] = ()
+    tls: bool = False
     redirect: Redirect | None = None
 
     def __post_init__(self) -> None:

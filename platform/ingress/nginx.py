@@ -306,11 +306,9 @@ class NginxProcess:
                 _kill(pid, signal.SIGKILL)
             self._wait_gone(orphans, 2.0)
         self._known_workers = set()
-        # nginx removes its unix sockets on a clean exit only; a stale one
-        # would make bind() fail with "Address already in use". All of them
-        # (configuration endpoint, 503 server) are named nginx-*.sock.
-        for stale in self.files.state_dir.glob("nginx-*.sock"):
-            stale.unlink(missing_ok=True)
+        # nginx removes its unix socket on a clean exit only; a stale one
+        # would make bind() fail with "Address already in use".
+        self.files.socket.unlink(missing_ok=True)
 
     def _wait_gone(self, pids: set[int], timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -2,7 +2,7 @@
 
 Contract (docs/architecture.md, "component endpoints"):
 
-* ``/healthz``: 200 when nginx answers on its internal socket, the informers
+* ``/healthz``: 200 when the nginx master runs and answers on its internal socket, the informers
   have synced (or are still doing their first list), and requested syncs get
   applied; 500 naming the first failing check otherwise. The nginx check is
   a real request to nginx's own ``/healthz`` on the unix socket, so a master
@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["InternalServer", "nginx_check"]
+__all__ = ["InternalServer", "nginx_check", "nginx_master_check"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,16 @@ def nginx_check(socket_path: Path, timeout: float = 2.0) -> Check:
             return False, f"nginx is not answering on {socket_path}: {type(exc).__name__}"
         if response.status_code != 200:
             return False, f"nginx /healthz answered {response.status_code}"
+        return True, "ok"
+    return check
+
+
+def nginx_master_check(nginx) -> Check:
+    """A check that the nginx master is running (orphaned workers of a dead
+    master still answer on the socket, so ``nginx_check`` alone would pass)."""
+    def check() -> tuple[bool, str]:
+        if nginx.master_pid() is None:
+            return False, "the nginx master is not running"
         return True, "ok"
     return check
 

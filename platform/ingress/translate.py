@@ -52,6 +52,7 @@ Semantics decided here (see also each module's docstring):
   Secret was usable or not (the default certificate still terminates TLS);
   ``force-ssl-redirect`` redirects any host. A wildcard TLS host covers one
   label. A Secret whose certificate does not cover the host is not used for it.
+  A TLS host is ``Server.tls`` (HSTS on its https answers) either way.
   A usable ``--default-ssl-certificate`` is ``Configuration.default_certificate``:
   served for TLS names no certificate covers.
 * Canaries (``canary: "true"``) make no locations of their own (their TLS
@@ -596,7 +597,7 @@ class _Translator:
                     aliases.append(alias)
             try:
                 servers.append(Server(host, aliases=tuple(aliases), tls_certificate=host_certs.get(host) or host_certs.get(_wildcard_of(host)),
-                                      locations=tuple(locations)))
+                                      locations=tuple(locations), tls=is_tls))
             except v.ValidationError as exc:  # defensive: every part was checked already
                 self.problems.append(members[0].problem("InvalidServer", f"host {host!r}: {exc}; not served"))
         return servers

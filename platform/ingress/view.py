@@ -77,14 +77,6 @@ class RuntimePaths:
         return self.state_dir / "nginx-config.sock"
 
     @property
-    def unavailable_socket(self) -> Path:
-        """The internal server answering 503 for backends without endpoints.
-
-        Shorter than ``socket``, so the length check of that covers it.
-        """
-        return self.state_dir / "nginx-503.sock"
-
-    @property
     def pid_file(self) -> Path:
         return self.state_dir / "nginx.pid"
 
@@ -100,6 +92,15 @@ class RuntimePaths:
     def temp_dir(self) -> Path:
         return self.state_dir / "tmp"
 
+
+# The internal server answering 503 for requests whose backend is unknown or
+# has no endpoints listens here, on the http port: the balancer sends such
+# requests to it (balancer_by_lua cannot answer with a status of its own).
+# A loopback address rather than a unix socket: workers may run as a user the
+# state directory is closed to, and a crashed nginx leaves no file behind.
+# nginx already listens on *:<http port>, so this costs no extra socket and
+# no extra port; anyone connecting to it gets a 503 and nothing else.
+UNAVAILABLE_ADDRESS = "127.0.0.2"
 
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@=,-]*$")
 # sun_path is 108 bytes including the terminating NUL.
@@ -137,7 +138,7 @@ class LocationView:
     buffering: str  # "on" / "off"
     host_header: str  # quoted value or the variable $host
     cors: "CorsView | None"
-    hsts: bool  # the server has TLS and HSTS is on (sent on https only)
+    hsts: bool  # the server is a TLS host (Server.tls) and HSTS is on (sent on https only)
     lua_access: bool  # render access_by_lua (see lua_phases)
     lua_log: bool  # render log_by_lua
 
@@ -191,8 +192,7 @@ class NginxView:
     https_port: int
     reuse_port: bool
     socket_q: str
-    unavailable_socket_q: str
-    unavailable_peer_lua: str  # a Lua string literal
+    unavailable_address: str  # the 503 server's own loopback address
     hsts_q: str | None  # Strict-Transport-Security value, sent on https only
     limit_zones: tuple[LimitZone, ...]
     servers: tuple[ServerView, ...]
@@ -209,7 +209,6 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
     phases = lua_phases(config)
     servers = tuple(_server(server, settings, zones, phases) for server in config.servers)
     default_locations = _default_locations(config, settings, zones, phases)
-    unavailable = "unix:" + _plain_path("unavailable_socket", paths.unavailable_socket)
     lua_dir = _plain_path("lua_dir", paths.lua_dir)
     temp = {name: _file_path("temp_dir", paths.temp_dir / name) for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     return NginxView(
@@ -238,9 +237,7 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         https_port=settings.listen.https_port,
         reuse_port=settings.listen.reuse_port,
         socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
-        unavailable_socket_q=v.quote(unavailable),
-        # A plain path has no quote or backslash: safe in a Lua string as is.
-        unavailable_peer_lua='"' + unavailable + '"',
+        unavailable_address=UNAVAILABLE_ADDRESS,
         hsts_q=_hsts(settings),
         limit_zones=tuple(zones),
         servers=servers,
@@ -255,8 +252,7 @@ def _server(server: Server, settings: GlobalSettings, zones: list[LimitZone],
     redirect = None
     if server.redirect is not None:
         redirect = f"{server.redirect.code} {v.quote(v.redirect_target(f'{where}.redirect', server.redirect.target))}"
-    locations = _locations(where, server.locations, server.hostname, settings, zones, phases,
-                           tls=server.tls_certificate is not None)
+    locations = _locations(where, server.locations, server.hostname, settings, zones, phases, tls=server.tls)
     return ServerView(names_q=names, redirect=redirect, locations=locations)
 
 
@@ -280,7 +276,11 @@ def _locations(where: str, locations: tuple[Location, ...], host: str, settings:
                 order = _regex_order(loc) if regex_form else (0, index)
                 view = _location(loc, match_q, host, settings, zones, tls)
                 hooks = phases.get(loc.backend or "", _PLAIN)
-                ordered.append((order, replace(view, lua_access=hooks.access, lua_log=hooks.log)))
+                # The 503 server the balancer falls back to speaks plain
+                # HTTP/1.1; HTTPS and gRPC upstreams get their 503 from the
+                # access phase instead.
+                access = hooks.access or loc.proxy.protocol is not BackendProtocol.HTTP
+                ordered.append((order, replace(view, lua_access=access, lua_log=hooks.log)))
         except v.ValidationError as exc:
             raise exc.within(f"{where}.location[{loc.path}]") from None
     if not any(_is_root_prefix(loc) for loc in locations):

@@ -23,6 +23,7 @@ from .errors import (ApiError, bad_request, method_not_allowed, unauthorized,
                      unsupported_media_type)
 from .rbac import Attributes
 from .listing import ListOptions
+from .registry import ListPage
 from .resources import ResourceType
 from .watchstream import LAST_CHUNK, WatchStream, event_chunk
 
@@ -151,7 +152,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _send_json(self, code: int, body, headers: dict[str, str] | None = None) -> None:
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        """Send `body` as JSON; bytes are sent as they are (already encoded JSON)."""
+        payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -299,8 +301,8 @@ class Handler(BaseHTTPRequestHandler):
             obj = registry.get(rt, route.namespace, route.name)
             self._send_object(rt, 200, obj, query)
         elif verb == "list":
-            result = registry.list(rt, _list_options(query, route.namespace))
-            self._send_list(rt, result, query)
+            page = registry.list_page(rt, _list_options(query, route.namespace))
+            self._send_list(rt, page, query)
         elif verb == "watch":
             self._watch(rt, _list_options(query, route.namespace), query)
         elif verb == "create":
@@ -371,12 +373,12 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(code, obj)
 
-    def _send_list(self, rt: ResourceType, result: dict, query: dict) -> None:
+    def _send_list(self, rt: ResourceType, page: ListPage, query: dict) -> None:
         if self._wants_table():
             include = query.get("includeObject", ["Metadata"])[0]
-            self._send_json(200, tables.to_table(rt, result["items"], result["metadata"], include))
+            self._send_json(200, tables.to_table(rt, page.objects(), page.metadata, include))
         else:
-            self._send_json(200, result)
+            self._send_json(200, page.json())
 
     # --- watch ----------------------------------------------------------------------------
 
@@ -398,8 +400,8 @@ class Handler(BaseHTTPRequestHandler):
 
         table, include = self._wants_table(), query.get("includeObject", ["Metadata"])[0]
 
-        def convert(type_: str, obj: dict) -> dict:
-            if table and type_ in ("ADDED", "MODIFIED", "DELETED"):
+        def to_table(type_: str, obj: dict) -> dict:
+            if type_ in ("ADDED", "MODIFIED", "DELETED"):
                 meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
                 return tables.to_table(rt, [obj], meta, include)
             return obj
@@ -408,6 +410,6 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(event_chunk("ERROR", error.status()) + LAST_CHUNK)
             return
         stream = WatchStream(api, watcher, self.wfile.write, self.connection, timeout,
-                             _flag(query, "allowWatchBookmarks"), convert)
+                             _flag(query, "allowWatchBookmarks"), to_table if table else None)
         if stream.run():
             self.close_connection = True

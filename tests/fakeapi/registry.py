@@ -24,7 +24,7 @@ from .errors import (ApiError, already_exists, bad_request, conflict, expired, i
                      not_found, stale_update, too_large_resource_version)
 from .listing import ListOptions, decode_continue, encode_continue, invalid_list_options
 from .resources import REGISTRY, ResourceType, resolve
-from .storage import Storage, Watcher, key_of
+from .storage import Snapshot, Storage, Watcher, clone, key_of, to_json
 from .validation import validate, validate_update
 
 # generateName suffix alphabet: no vowels (no accidental words) and no look-alikes.
@@ -53,8 +53,37 @@ def _check_preconditions(rt: ResourceType, obj: dict, pre: dict) -> None:
                                              f"{pre[field]}, {label} in object meta: {meta.get(field)}")
 
 
+class ListPage:
+    """One page of a list: `metadata` and the items as (object, JSON) pairs.
+
+    The objects are shared with storage (read-only); a JSON of b"" means the
+    item was made for this page (a converted view) and is encoded on demand."""
+
+    def __init__(self, rt: ResourceType, metadata: dict, entries: list[tuple[dict, bytes]]):
+        self.rt = rt
+        self.metadata = metadata
+        self.entries = entries
+
+    def objects(self) -> list[dict]:
+        """The items, read-only."""
+        return [obj for obj, _ in self.entries]
+
+    def items(self) -> list[dict]:
+        """Private copies of the items."""
+        return [json.loads(raw) if raw else clone(obj) for obj, raw in self.entries]
+
+    def json(self) -> bytes:
+        """The list response body, byte for byte what `json.dumps` of the list
+        dict with compact separators gives, built from each item's stored JSON."""
+        head = to_json({"kind": self.rt.list_kind, "apiVersion": self.rt.api_version,
+                        "metadata": self.metadata})
+        items = b",".join(raw or to_json(obj) for obj, raw in self.entries)
+        return head[:-1] + b',"items":[' + items + b"]}"
+
+
 class Registry:
-    """The semantics of each verb. All methods take and return plain dicts."""
+    """The semantics of each verb. Methods take plain dicts and return ones the
+    caller owns, except `list_page`, whose items are shared with storage."""
 
     def __init__(self, storage: Storage,
                  on_namespace_terminating: Callable[[str], None] | None = None):
@@ -69,6 +98,7 @@ class Registry:
         return conversion.from_storage(rt, self.storage.get(rt, namespace, name))
 
     def _load_all(self, rt: ResourceType, at_rv: int | None = None) -> list[dict]:
+        """Every object of a type as served, now or as of `at_rv`: read-only (shared with storage)."""
         return [conversion.from_storage(rt, o) for o in self.storage.objects(rt, at_rv)]
 
     def _store(self, rt: ResourceType, type_: str, obj: dict, prev: dict | None) -> dict:
@@ -122,7 +152,7 @@ class Registry:
         `keep_status` (the fixture's direct seeding)."""
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be an object")
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
@@ -147,8 +177,12 @@ class Registry:
             self._stamp_new(rt, obj)
             if rt.has_status and rt.kind != "Node" and not keep_status:
                 obj.pop("status", None)
+            # Validate the defaulted object again only when defaulting changed it:
+            # the first check already covered every field it did not touch.
+            undefaulted = clone(obj)
             self._default(rt, obj)
-            self._check_invalid(rt, obj, None)
+            if obj != undefaulted:
+                self._check_invalid(rt, obj, None)
             if dry_run:
                 return obj
             return self._store(rt, "ADDED", obj, None)
@@ -193,6 +227,13 @@ class Registry:
         return self._existing(rt, namespace, name)
 
     def list(self, rt: ResourceType, opts: ListOptions) -> dict:
+        """The list as a plain dict whose items the caller owns (copies)."""
+        page = self.list_page(rt, opts)
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                "metadata": page.metadata, "items": page.items()}
+
+    def list_page(self, rt: ResourceType, opts: ListOptions) -> "ListPage":
+        """One page of a list, sharing the stored objects (read-only) and their JSON."""
         label_match = selectors.parse_label_selector(opts.label_selector)
         field_match = selectors.parse_field_selector(opts.field_selector, rt.kind)
         start_after: tuple[str, str] | None = None
@@ -200,30 +241,35 @@ class Registry:
             if opts.resource_version not in (None, ""):
                 raise bad_request("specifying resource version is not allowed when using continue")
             snapshot_rv, start_after = decode_continue(opts.continue_token)
-            items = self._snapshot_or_expired(rt, snapshot_rv, start_after)
+            snap = self._snapshot_or_expired(rt, snapshot_rv, start_after)
         else:
-            snapshot_rv, items = self._read_for_list(rt, opts)
+            snapshot_rv, snap = self._read_for_list(rt, opts)
 
-        def selected(obj: dict) -> bool:
-            if opts.namespace and key_of(obj)[0] != opts.namespace:
-                return False
-            return label_match(obj) and field_match(obj)
-
-        items = [o for o in items if selected(o)
-                 and (start_after is None or key_of(o) > start_after)]
+        lo, hi = snap.bounds(opts.namespace, start_after)
+        selecting = bool(opts.label_selector or opts.field_selector)
+        limit = opts.limit or None
+        entries: list[tuple[dict, bytes]] = []
+        more = False
+        position = lo
+        for position in range(lo, hi):
+            stored = snap.entry(snap.keys[position])
+            obj = conversion.from_storage(rt, stored.obj)
+            if selecting and not (label_match(obj) and field_match(obj)):
+                continue
+            if limit is not None and len(entries) == limit:
+                more = True
+                break
+            entries.append((obj, stored.raw if obj is stored.obj else b""))
         metadata: dict = {"resourceVersion": str(snapshot_rv)}
-        if opts.limit and len(items) > opts.limit:
-            rest = len(items) - opts.limit
-            items = items[:opts.limit]
-            metadata["continue"] = encode_continue(snapshot_rv, key_of(items[-1]))
-            if not opts.label_selector and not opts.field_selector:
-                metadata["remainingItemCount"] = rest
-        return {"kind": rt.list_kind, "apiVersion": rt.api_version,
-                "metadata": metadata, "items": items}
+        if more:
+            metadata["continue"] = encode_continue(snapshot_rv, key_of(entries[-1][0]))
+            if not selecting:
+                metadata["remainingItemCount"] = hi - position
+        return ListPage(rt, metadata, entries)
 
-    def _snapshot_or_expired(self, rt: ResourceType, rv: int, start_after) -> list[dict]:
+    def _snapshot_or_expired(self, rt: ResourceType, rv: int, start_after) -> Snapshot:
         try:
-            return self._load_all(rt, rv)
+            return self.storage.snapshot(rt, rv)
         except ValueError:
             current = self.storage.resource_version
             raise expired(
@@ -235,7 +281,7 @@ class Registry:
                 "and now may show up in the list.",
                 encode_continue(current, start_after)) from None
 
-    def _read_for_list(self, rt: ResourceType, opts: ListOptions) -> tuple[int, list[dict]]:
+    def _read_for_list(self, rt: ResourceType, opts: ListOptions) -> tuple[int, Snapshot]:
         rv_text = opts.resource_version or ""
         match = opts.resource_version_match or ""
         if match and match not in ("Exact", "NotOlderThan"):
@@ -246,18 +292,18 @@ class Registry:
             if match == "Exact" and rv_text == "0":
                 raise bad_request("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
             with self.storage.lock:
-                return self.storage.resource_version, self._load_all(rt)
+                return self.storage.resource_version, self.storage.snapshot(rt)
         rv = self._parse_rv(rv_text)
         if rv > self.storage.resource_version:
             if not self.storage.wait_for_rv(rv, TOO_LARGE_RV_WAIT):
                 raise too_large_resource_version(rv, self.storage.resource_version)
         if match == "Exact":
             try:
-                return rv, self._load_all(rt, rv)
+                return rv, self.storage.snapshot(rt, rv)
             except ValueError:
                 raise expired("The resourceVersion for the provided list is too old.") from None
         with self.storage.lock:
-            return self.storage.resource_version, self._load_all(rt)
+            return self.storage.resource_version, self.storage.snapshot(rt)
 
     @staticmethod
     def _parse_rv(text: str) -> int:
@@ -300,7 +346,7 @@ class Registry:
         (the fixture's direct writes) stores the given status as well."""
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be an object")
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         self._check_kind(rt, obj)
         if meta.get("name") and meta["name"] != name:

@@ -154,6 +154,18 @@ def find(group: str, version: str, plural: str) -> ResourceType | None:
 def resolve(kind_or_resource: str, api_version: str | None = None) -> ResourceType:
     """Find a type by kind ("Ingress"), plural ("ingresses"), short name or
     "plural.group"; `api_version` disambiguates (core and events.k8s.io Events)."""
+    key = (kind_or_resource, api_version)
+    found = _resolved.get(key)
+    if found is None:
+        found = _resolved[key] = _resolve(kind_or_resource, api_version)
+    return found
+
+
+# resolve() answers, remembered: REGISTRY is a constant tuple.
+_resolved: dict[tuple[str, str | None], ResourceType] = {}
+
+
+def _resolve(kind_or_resource: str, api_version: str | None) -> ResourceType:
     name = kind_or_resource
     group_hint = None
     if "." in name:

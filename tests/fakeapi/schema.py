@@ -79,15 +79,22 @@ def _accepts(schema: dict, value) -> bool:
     types = schema.get("type")
     if types is None or value is None:
         return True
-    types = [types] if isinstance(types, str) else types
-    checks = {"string": lambda v: isinstance(v, str),
-              "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-              or isinstance(v, float) and v.is_integer(),
-              "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-              "boolean": lambda v: isinstance(v, bool),
-              "object": lambda v: isinstance(v, dict),
-              "array": lambda v: isinstance(v, list)}
-    return any(checks.get(t, lambda v: True)(value) for t in types if t != "null")
+    if isinstance(types, str):
+        return _CHECKS.get(types, _ANY)(value) if types != "null" else False
+    return any(_CHECKS.get(t, _ANY)(value) for t in types if t != "null")
+
+
+def _ANY(value) -> bool:
+    return True
+
+
+_CHECKS = {"string": lambda v: isinstance(v, str),
+           "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
+           or isinstance(v, float) and v.is_integer(),
+           "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+           "boolean": lambda v: isinstance(v, bool),
+           "object": lambda v: isinstance(v, dict),
+           "array": lambda v: isinstance(v, list)}
 
 
 def _go_type(schema: dict) -> str:

@@ -14,7 +14,6 @@ skip authentication, and two conveniences apply (documented per method).
 from __future__ import annotations
 
 import base64
-import copy
 import os
 import socket
 import threading
@@ -31,7 +30,7 @@ from .listing import ListOptions
 from .rbac import ADMIN_TOKEN
 from .registry import SYSTEM_NAMESPACES, Registry
 from .resources import ResourceType, resolve
-from .storage import Storage
+from .storage import Storage, clone
 from .tls import serving_cert
 
 
@@ -277,6 +276,6 @@ class FakeApiServer:
 
 def _decoded(rt: ResourceType, obj: dict) -> dict:
     """A copy of `obj` without the fields a real server would drop on decoding."""
-    obj = copy.deepcopy(obj)
+    obj = clone(obj)
     schema.decode(rt, obj, "Ignore")
     return obj

@@ -16,14 +16,13 @@ Returns True when the connection must be closed afterwards.
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import ssl
 import time
 from typing import Callable
 
-from .storage import Watcher
+from .storage import WatchEvent, Watcher, to_json
 
 # How often an idle stream wakes up to check for a gone client, a stall or a stop.
 _POLL = 0.25
@@ -35,26 +34,36 @@ LAST_CHUNK = b"0\r\n\r\n"
 
 def event_chunk(type_: str, obj: dict) -> bytes:
     """One watch event as one chunk of a chunked response."""
-    data = (json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n").encode()
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    return raw_event_chunk(type_, to_json(obj))
+
+
+def raw_event_chunk(type_: str, obj_json: bytes) -> bytes:
+    """`event_chunk` for an object already encoded (the same bytes `json.dumps` gives)."""
+    data = b'{"type":' + to_json(type_) + b',"object":' + obj_json + b"}\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 class WatchStream:
     def __init__(self, api, watcher: Watcher, write: Callable[[bytes], None],
                  connection: socket.socket, timeout: float, bookmarks: bool,
-                 convert: Callable[[str, dict], dict]):
+                 convert: Callable[[str, dict], dict] | None = None):
         self._api = api
         self._watcher = watcher
         self._write = write
         self._connection = connection
         self._deadline = time.monotonic() + timeout
         self._bookmarks = bookmarks
-        self._convert = convert          # e.g. objects to Tables for kubectl
+        self._convert = convert          # e.g. objects to Tables for kubectl; None: as stored
         rt = watcher.resource
         self._bookmark_meta = {"kind": rt.kind, "apiVersion": rt.api_version}
 
     def emit(self, type_: str, obj: dict) -> None:
-        self._write(event_chunk(type_, self._convert(type_, obj)))
+        self._write(self._chunk(WatchEvent(type_, obj)))
+
+    def _chunk(self, event: WatchEvent) -> bytes:
+        if self._convert is None:
+            return raw_event_chunk(event.type, event.json())
+        return event_chunk(event.type, self._convert(event.type, event.obj))
 
     def run(self) -> bool:
         abrupt, close = False, False
@@ -82,10 +91,11 @@ class WatchStream:
             if watcher.closed and not watcher.pending():
                 return watcher.abrupt, True
             until = min(self._deadline, next_bookmark) if self._bookmarks else self._deadline
-            event = watcher.next(min(max(until - now, 0), _POLL))
-            if event is not None:
+            # Several queued events go out in one write (each still its own chunk).
+            events = watcher.next_events(min(max(until - now, 0), _POLL))
+            if events:
                 self._wait_out_stall()
-                self.emit(*event)
+                self._write(b"".join(map(self._chunk, events)))
                 continue
             if self._client_gone():
                 return True, True

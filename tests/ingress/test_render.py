@@ -103,8 +103,8 @@ def test_contract_hooks_are_rendered():
         "lua_shared_dict platform_configuration 64m;",
         "lua_shared_dict platform_certificates 32m;",
         "lua_shared_dict platform_balancer 16m;",
-        'init_by_lua_block { require("platform").init({ unavailable_peer = "unix:/var/lib/platformd/nginx-503.sock" }) }',
-        'listen "unix:/var/lib/platformd/nginx-503.sock";',
+        'init_by_lua_block { require("platform").init({ unavailable = { address = "127.0.0.2", port = 80 } }) }',
+        "listen 127.0.0.2:80;",
         'init_worker_by_lua_block { require("platform").init_worker() }',
         'balancer_by_lua_block { require("balancer").balance() }',
         'access_by_lua_block { require("balancer").access() }',
@@ -352,6 +352,7 @@ def test_lua_hooks_only_where_a_backend_needs_them():
             Location("/ewma", backend="ewma"),
             Location("/canary", backend="primary"),
             Location("/unknown", backend="unknown"),
+            Location("/grpc", backend="plain", proxy=ProxySettings(protocol=BackendProtocol.GRPC)),
         )),),
         backends=(
             Backend("plain"),
@@ -364,10 +365,11 @@ def test_lua_hooks_only_where_a_backend_needs_them():
     )
     text = render.render_nginx_conf(config, runtime())
     hooks = {}
-    for path in ("plain", "hashed", "sticky", "ewma", "canary", "unknown"):
+    for path in ("plain", "hashed", "sticky", "ewma", "canary", "unknown", "grpc"):
         block = text.split(f'location "/{path}/" {{')[1].split("\n        }\n")[0]
         hooks[path] = ("access_by_lua" in block, "log_by_lua" in block)
     assert hooks == {
         "plain": (False, False), "hashed": (False, False), "unknown": (False, False),
         "sticky": (True, False), "ewma": (True, True), "canary": (True, True),
+        "grpc": (True, False),  # the 503 fallback server speaks HTTP/1.1 only
     }

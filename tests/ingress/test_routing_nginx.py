@@ -174,7 +174,7 @@ def test_hsts_only_on_servers_with_tls(dataplane, backends, pems):
     cert = Certificate("ns/secure", *pems["secure.example.com"], hostnames=("secure.example.com",))
     apply(dataplane, Configuration(
         servers=(
-            Server("secure.example.com", tls_certificate="ns/secure", locations=(Location("/", backend="app"),)),
+            Server("secure.example.com", tls_certificate="ns/secure", tls=True, locations=(Location("/", backend="app"),)),
             Server("plain.example.com", locations=(Location("/", backend="app"),)),
         ),
         backends=backends_for({"app": b0}),
@@ -220,3 +220,15 @@ def test_plain_backend_unknown_or_emptied_answers_503_from_the_balancer(dataplan
     assert answer(dataplane, "/", "app.example.com") == "503"
     apply(dataplane, config)
     assert answer(dataplane, "/", "app.example.com") == b0.name
+
+
+def test_https_upstream_without_endpoints_answers_503_from_the_access_phase(dataplane):
+    from platformd.ingress.model import ProxySettings
+
+    apply(dataplane, Configuration(
+        servers=(Server("app.example.com", locations=(
+            Location("/", backend="app", proxy=ProxySettings(protocol="HTTPS")),
+        )),),
+        backends=(Backend("app"),),
+    ))
+    assert answer(dataplane, "/", "app.example.com") == "503"

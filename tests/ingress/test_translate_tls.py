@@ -168,3 +168,20 @@ def test_default_ssl_certificate_is_checked_and_carried():
 ])
 def test_covers(names, host, expected):
     assert covers(names, host) is expected
+
+
+@pytest.mark.parametrize("with_secret", [True, False])
+def test_tls_hosts_get_hsts_whether_or_not_their_secret_is_usable(with_secret):
+    objects = [
+        ingress(rules=[rule("example.com", path("/"))], tls=[tls("tls", "example.com")], name="secure"),
+        ingress(rules=[rule("plain.example.com", path("/"))], name="plain"),
+        web(),
+    ]
+    if with_secret:
+        objects.append(tls_secret())
+    result = translate(*objects)
+    assert server(result, "example.com").tls and not server(result, "plain.example.com").tls
+    text = rendered(result)
+    secure = text.split('server_name "example.com";')[1].split("\n    }\n")[0]
+    plain = text.split('server_name "plain.example.com";')[1].split("\n    }\n")[0]
+    assert "Strict-Transport-Security" in secure and "Strict-Transport-Security" not in plain

@@ -121,3 +121,52 @@ def test_first_sync_waits_for_every_informer(fake_api, ingress_controller, netns
     assert status["ingresses"] == 20 and status["endpoints"] == 20
     assert status["reload_count"] == 1  # the very first apply already had everything
     assert running.get("/", host="h7.example").text == "web"
+
+
+def test_watch_namespace_limits_what_is_served(fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web"])
+    fake_api.create(o.ingress_class())
+    for ns in ("team-a", "team-b"):
+        fake_api.create(o.service("web", namespace=ns))
+        fake_api.create(o.endpoint_slice("web", [backends["web"].ip], namespace=ns))
+        fake_api.create(o.ingress("web", f"{ns}.example", [("/", "web", 80)], namespace=ns))
+    running = ingress_controller("--watch-namespace", "team-a")
+    running.wait_ready()
+    assert running.get("/", host="team-a.example").text == "web"
+    assert running.get("/", host="team-b.example").status_code == 404
+
+
+def test_default_backend_service_serves_unmatched_requests(fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web", "fallback"])
+    fake_api.create(o.ingress_class())
+    for name in ("web", "fallback"):
+        fake_api.create(o.service(name))
+        fake_api.create(o.endpoint_slice(name, [backends[name].ip]))
+    fake_api.create(o.ingress("web", HOST, [("/", "web", 80)]))
+    running = ingress_controller("--default-backend-service", "default/fallback")
+    running.wait_ready()
+    assert running.get("/", host=HOST).text == "web"
+    assert running.get("/", host="unknown.example").text == "fallback"
+    # The default backend's endpoints follow its slices too.
+    slice_ = fake_api.get("EndpointSlice", "default", "fallback-1")
+    slice_["endpoints"] = [{"addresses": [backends["web"].ip], "conditions": {"ready": True}}]
+    fake_api.update(slice_)
+    running.wait_served("unknown.example", "/", "web")
+
+
+def test_configmap_changes_global_settings(fake_api, ingress_controller, netns_backends):
+    backends = netns_backends(["web"])
+    fake_api.create(o.ingress_class())
+    fake_api.create(o.service("web"))
+    fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
+    fake_api.create(o.ingress("web", "tls.example", [("/", "web", 80)],
+                              tls=[{"hosts": ["tls.example"], "secretName": "missing"}]))
+    fake_api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ingress", "namespace": "system"},
+                     "data": {"ssl-redirect": "true"}})
+    running = ingress_controller("--configmap", "system/ingress", "--watch-namespace", "default")
+    running.wait_ready()
+    assert running.get("/", host="tls.example").status_code == 308
+    cm = fake_api.get("ConfigMap", "system", "ingress")
+    cm["data"] = {"ssl-redirect": "false"}
+    fake_api.update(cm)
+    running.wait_served("tls.example", "/", "web")

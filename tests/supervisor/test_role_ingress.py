@@ -238,3 +238,28 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0_within_the_bound(role):
         assert took < STOP_BOUND_SECONDS
     finally:
         slow.stop()
+
+
+def test_combined_health_status_and_metrics_cover_programs_and_ingress(role):
+    base = f"http://127.0.0.1:{role.health_port}"
+    doc = httpx.get(base + "/status", timeout=5).json()
+    programs = {p["name"]: p for p in doc["programs"]}
+    assert {"nginx", "ingress", "health"} <= set(programs)
+    assert all(programs[n]["state"] == "RUNNING" and programs[n]["pid"] for n in ("nginx", "ingress", "health"))
+    ingress = doc["components"]["ingress"]["status"]
+    assert ingress["informers_synced"] is True
+    assert ingress["backends"] >= 1 and ingress["endpoints"] == 2
+    assert ingress["config_checksum"]
+    metrics = httpx.get(base + "/metrics", timeout=5).text
+    assert 'nginx_ingress_controller_config_last_reload_successful{program="ingress"} 1.0' in metrics
+    assert 'platform_program_up{program="nginx"} 1' in metrics
+
+    # A restart shows up in the program's restart count.
+    os.kill(role.nginx_master(), signal.SIGKILL)
+    wait_for(lambda: httpx.get(base + "/status", timeout=5).json()["healthy"]
+             and {p["name"]: p for p in httpx.get(base + "/status", timeout=5).json()["programs"]}["nginx"]["restarts"] == 1,
+             timeout=20, interval=0.2)
+    table = subprocess.run([sys.executable, "-m", "platformd.ctl", "status", "--url", base],
+                           capture_output=True, text=True, timeout=30)
+    assert table.returncode == 0, table.stdout + table.stderr
+    assert "informers synced: yes" in table.stdout

@@ -1,0 +1,144 @@
+"""The sync loop on a manifest folder and a recording data plane (no nginx).
+
+Covers the loop's own rules: the first sync waits for the caches; full syncs
+are rate-limited and merge bursts; endpoint-only changes take the fast path
+(no full translation, only backends change) and give exactly what a full
+translation gives; cases the fast path cannot stand for fall back to a full sync.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from platformd.common.filesource import FileSource
+from platformd.common.informer import InformerFactory
+from platformd.ingress import controller as controller_mod
+from platformd.ingress.controller import Controller, ControllerOptions
+from platformd.ingress.dataplane import ApplyResult
+from platformd.ingress.decide import shape
+from tests.ingress_e2e import objects as o
+from tests.ingress_e2e.conftest import wait_for
+
+
+class RecordingPlane:
+    """Stands in for ``DataPlane``: records every apply with its time and kind."""
+
+    def __init__(self) -> None:
+        self.applies: list[tuple[float, str, object]] = []
+        self.running = None
+        self._lock = threading.Lock()
+
+    def apply(self, config) -> ApplyResult:
+        with self._lock:
+            kind = "reload" if self.running is None or shape(self.running) != shape(config) else "dynamic"
+            self.applies.append((time.monotonic(), kind, config))
+            self.running = config
+            return ApplyResult(kind)
+
+    def kinds(self) -> list[str]:
+        return [kind for _, kind, _ in self.applies]
+
+
+class Loop:
+    def __init__(self, folder, **options) -> None:
+        self.folder = folder
+        self.source = FileSource(str(folder), poll_interval=0.02)
+        self.plane = RecordingPlane()
+        self.controller = Controller(InformerFactory(self.source), self.plane, ControllerOptions(**options))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def write(self, name: str, docs: list[dict]) -> None:
+        tmp = self.folder / f".{name}.tmp"
+        tmp.write_text(yaml.safe_dump_all(docs))
+        tmp.replace(self.folder / name)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.controller.factory.stop()
+        self.source.close()
+
+
+@pytest.fixture
+def loop(tmp_path):
+    made = []
+
+    def make(docs: list[dict], **options) -> Loop:
+        (tmp_path / "base.yaml").write_text(yaml.safe_dump_all(docs))
+        made.append(Loop(tmp_path, **options))
+        return made[-1]
+
+    yield make
+    for item in made:
+        item.close()
+
+
+def _cluster(n: int = 3) -> list[dict]:
+    docs = [o.ingress_class()]
+    for i in range(n):
+        docs += [o.service(f"s{i}"), o.ingress(f"i{i}", f"h{i}.example", [("/", f"s{i}", 80)])]
+    return docs
+
+
+def _slice(i: int, address: str) -> dict:
+    return o.endpoint_slice(f"s{i}", [address])
+
+
+def test_first_sync_sees_everything_and_later_endpoint_changes_are_dynamic(loop):
+    lp = loop(_cluster() + [_slice(i, f"10.0.0.{i + 1}") for i in range(3)],
+              min_sync_interval=0.2, endpoint_interval=0.0)
+    wait_for(lambda: lp.plane.applies, 10, message="first sync")
+    first = lp.plane.applies[0][2]
+    assert len(first.servers) == 3 and sum(len(b.endpoints) for b in first.backends) == 3
+    lp.write("moved.yaml", [])  # keep the folder layout simple: slices stay in base.yaml
+    docs = _cluster() + [_slice(0, "10.0.0.9"), _slice(1, "10.0.0.2"), _slice(2, "10.0.0.3")]
+    before = len(lp.plane.applies)
+    lp.write("base.yaml", docs)
+    wait_for(lambda: any(e.address == "10.0.0.9" for b in lp.plane.running.backends for e in b.endpoints), 5,
+             message="endpoint change applied")
+    new = lp.plane.applies[before:]
+    assert {kind for _, kind, _ in new} == {"dynamic"}
+    # The patched model equals a full translation of the same state.
+    lp.controller.sync()
+    assert lp.plane.running.backends == new[-1][2].backends
+
+
+def test_full_syncs_are_rate_limited_and_bursts_merge(loop):
+    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], min_sync_interval=0.5, endpoint_interval=0.0)
+    wait_for(lambda: lp.plane.applies, 10, message="first sync")
+    start = len(lp.plane.applies)
+    for i in range(10):  # ten new Ingresses, one file each, 0.1 s apart
+        lp.write(f"burst-{i}.yaml", [o.ingress(f"b{i}", f"b{i}.example", [("/", "s0", 80)])])
+        time.sleep(0.1)
+    wait_for(lambda: len(lp.plane.running.servers) == 11, 10, message="burst applied")
+    applies = lp.plane.applies[start:]
+    assert len(applies) <= 4, [k for _, k, _ in applies]
+    times = [t for t, _, _ in lp.plane.applies]
+    assert all(b - a >= 0.45 for a, b in zip(times, times[1:])), times
+
+
+def test_canary_endpoint_change_falls_back_to_a_full_sync(loop, monkeypatch):
+    docs = _cluster(1) + [_slice(0, "10.0.0.1"), o.service("canary"), o.endpoint_slice("canary", ["10.0.1.1"]),
+                          o.ingress("c", "h0.example", [("/", "canary", 80)],
+                                    annotations={"canary": "true", "canary-weight": "50"})]
+    lp = loop(docs, min_sync_interval=0.2, endpoint_interval=0.0)
+    wait_for(lambda: lp.plane.applies, 10, message="first sync")
+    full_syncs = []
+    original = Controller.sync
+
+    def counting(self):
+        full_syncs.append(time.monotonic())
+        return original(self)
+
+    monkeypatch.setattr(Controller, "sync", counting)
+    lp.write("base.yaml", docs[:-2] + [o.endpoint_slice("canary", ["10.0.1.7"]), docs[-1]])
+    wait_for(lambda: any(e.address == "10.0.1.7" for b in lp.plane.running.backends for e in b.endpoints), 5,
+             message="canary endpoints applied")
+    wait_for(lambda: full_syncs, 5, message="a full sync after the canary's endpoint change")
