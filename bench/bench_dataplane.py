@@ -10,7 +10,9 @@ Prints two figures (run from the repository root: ``.venv/bin/python bench/bench
    alternates (ABBA) so drift and machine noise hit all alike. Target ratio
    >= 0.95, by requests/s and by the worker's CPU time per request (the
    steadier figure on a shared machine). A third path, a backend that needs
-   the access and log phases (EWMA), is reported for information.
+   the access and log phases (EWMA), is reported for information, and so is
+   the floor of any Lua balancer: a ``balancer_by_lua`` that only sets the
+   one peer (the rendered plain path should cost about that).
 2. Endpoint-change propagation: the backend's only endpoint moves between two
    servers, 200 times through ``DataPlane.apply``; after each, requests on
    fresh connections (any worker) are sent until one is answered by the new
@@ -56,25 +58,36 @@ def config_for(*endpoints) -> Configuration:
     )
 
 
-def static_twin(rendered: str, backend: NginxBackend, port: int) -> str:
+def static_twin(rendered: str, backend: NginxBackend, port: int, *, floor_port: int | None = None) -> str:
     """``rendered`` plus a server on ``port`` whose location is the bench
-    location with the Lua hooks removed and a static upstream instead."""
+    location (which has no Lua hooks: a plain backend) with a static upstream
+    instead of upstream_balancer.
+
+    With ``floor_port``, also a server whose upstream's ``balancer_by_lua``
+    does nothing but set the one peer: the least any Lua balancer can cost.
+    """
     server = rendered.split(f'server_name "{HOST}";')[1]
     location = server[server.index('        location "/" {') :]
     location = location[: location.index("\n        }\n") + len("\n        }\n")]
-    lines = [line for line in location.splitlines() if "_by_lua_block" not in line]
-    body = "\n".join(lines).replace("upstream_balancer", "static_backend")
-    extra = (
-        "    upstream static_backend {\n"
-        f"        server {backend.address}:{backend.port};\n"
-        "        keepalive 320;\n"
-        "    }\n"
-        "    server {\n"
-        f"        listen 127.0.0.1:{port};\n"
-        f'        server_name "{HOST}";\n'
-        f"{body}\n"
-        "    }\n"
-    )
+    assert "_by_lua_block" not in location, "the bench location should be a plain one"
+    peer = f"{backend.address}:{backend.port}"
+    floor_lua = f'require("ngx.balancer").set_current_peer("{backend.address}", {backend.port})'
+    variants = [("static_backend", port, f"server {peer};")]
+    if floor_port is not None:
+        variants.append(("floor_balancer", floor_port, f"server 0.0.0.1;\n        balancer_by_lua_block {{ {floor_lua} }}"))
+    extra = ""
+    for upstream, listen, servers in variants:
+        extra += (
+            f"    upstream {upstream} {{\n"
+            f"        {servers}\n"
+            "        keepalive 320;\n"
+            "    }\n"
+            "    server {\n"
+            f"        listen 127.0.0.1:{listen};\n"
+            f'        server_name "{HOST}";\n'
+            f"{location.replace('upstream_balancer', upstream)}"
+            "    }\n"
+        )
     marker = "    # Configuration endpoint for the controller"
     return rendered.replace(marker, extra + marker, 1)
 
@@ -103,14 +116,15 @@ def bench_throughput(harness: DataPlaneHarness, rounds: int, seconds: int, conne
     try:
         result = harness.apply(config_for(backend))
         assert result.ok, result.error
-        port = free_port()
-        text = static_twin(harness.nginx.files.conf.read_text(), backend, port)
+        port, floor_port = free_port(), free_port()
+        text = static_twin(harness.nginx.files.conf.read_text(), backend, port, floor_port=floor_port)
         harness.nginx.install(text)
         harness.nginx.reload()
         paths = {  # name -> (url, Host header)
             "lua": (f"{harness.http_url}/", HOST),
             "static": (f"http://127.0.0.1:{port}/", HOST),
             "lua+access+log": (f"{harness.http_url}/", FULL_HOST),
+            "lua floor": (f"http://127.0.0.1:{floor_port}/", HOST),
         }
         for url, host in paths.values():  # all answer, from the same backend
             assert httpx.get(url, headers={"Host": host}).text == "fast"
@@ -142,6 +156,8 @@ def bench_throughput(harness: DataPlaneHarness, rounds: int, seconds: int, conne
         print(f"  ratio by worker CPU per request (static/lua): median of rounds {statistics.median(cpu_ratios):.3f}"
               f" (rounds: {', '.join(f'{r:.2f}' for r in cpu_ratios)}); of medians"
               f" {statistics.median(cpu_us['static']) / statistics.median(cpu_us['lua']):.3f}  (target >= 0.95)")
+        floor = [f / l_ for f, l_ in zip(cpu_us["lua floor"], cpu_us["lua"])]
+        print(f"  lua vs the floor of balancer_by_lua by worker CPU (floor/lua): median of rounds {statistics.median(floor):.3f}")
     finally:
         backend.stop()
 

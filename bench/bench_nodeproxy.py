@@ -7,8 +7,10 @@ For each size (default 1,000 / 5,000 / 10,000 Services, 5 endpoints each):
   replaced): time of the partial sync and its kernel operations.
 
 ``--kernel fake`` (default) runs on the in-memory kernel model; ``--kernel
-linux`` on the running kernel through pyroute2 (needs root and IPVS: run it in
-the VM). With ``linux`` everything the benchmark created is removed after each
+linux`` on the running kernel (needs root and IPVS: run it in the VM).
+"ops" are logical kernel operations, "trips" the round trips to the kernel
+(netlink exchanges and tool runs; with the fake kernel, calls into it, one
+per batch). With ``linux`` everything the benchmark created is removed after each
 size (``proxier.cleanup``). ``--json`` prints one JSON object per size as well.
 
 Usage: python bench/bench_nodeproxy.py [--kernel fake|linux] [--sizes 1000,5000,10000]
@@ -63,8 +65,12 @@ def make_kernel(kind: str):
 
 
 def _ops(counting: CountingKernel) -> dict:
+    """Logical operations (by method; an op inside a batch counts as its
+    method), calls into the kernel object (``batches``: one ``apply`` is one)
+    and, with the linux kernel, real round trips (netlink exchanges and tool runs)."""
     writes = counting.writes
     return {"operations": writes + counting.reads, "writes": writes, "reads": counting.reads,
+            "batches": counting.batches, "round_trips": counting.round_trips,
             "by_method": dict(sorted(counting.counts.items()))}
 
 
@@ -126,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     print(f"node proxy benchmark, kernel={args.kernel}, {ENDPOINTS} endpoints per Service")
-    header = (f"{'services':>8}  {'initial sync':>12}  {'ops (writes)':>14}  "
-              f"{'1 endpoint chg':>14}  {'ops (writes)':>12}  {'full resync':>11}  {'ops (writes)':>14}")
+    header = (f"{'services':>8}  {'initial sync':>12}  {'ops (writes) trips':>20}  "
+              f"{'1 endpoint chg':>14}  {'ops (writes) trips':>18}  {'full resync':>11}  {'ops (writes) trips':>20}")
     print(header)
     results = []
     for n in sizes:
@@ -138,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         results.append(r)
         io, co, fo = r["initial_ops"], r["endpoint_change_ops"], r["full_resync_ops"]
-        print(f"{n:>8}  {r['initial_sync_s']:>11.3f}s  {io['operations']:>6} ({io['writes']:>6})  "
-              f"{r['endpoint_change_s'] * 1000:>12.2f}ms  {co['operations']:>4} ({co['writes']:>4})  "
-              f"{r['full_resync_s']:>10.3f}s  {fo['operations']:>6} ({fo['writes']:>4})", flush=True)
+        print(f"{n:>8}  {r['initial_sync_s']:>11.3f}s  {io['operations']:>6} ({io['writes']:>6}) {io['round_trips']:>5}  "
+              f"{r['endpoint_change_s'] * 1000:>12.2f}ms  {co['operations']:>4} ({co['writes']:>4}) {co['round_trips']:>5}  "
+              f"{r['full_resync_s']:>10.3f}s  {fo['operations']:>6} ({fo['writes']:>4}) {fo['round_trips']:>5}", flush=True)
     last = results[-1]
     print(f"one endpoint change with {last['services']} Services: "
           f"{last['endpoint_change_ops']['by_method']}")

@@ -3,8 +3,9 @@
 Event handlers never sync. They look at what changed and mark one of two
 kinds of work, each served by its own ``BoundedFrequencyRunner``:
 
-* **full sync** (``sync``): anything but endpoints changed (an Ingress, an
-  IngressClass, a referenced Service or Secret, the ConfigMap). It reads the
+* **full sync** (``sync``): anything but endpoints changed (an Ingress's
+  spec or annotations, an IngressClass, a referenced Service or Secret, the
+  ConfigMap; not an Ingress's status, which we write ourselves). It reads the
   whole state of the stores into one ``Snapshot``, translates it, and hands
   the ``Configuration`` to ``DataPlane.apply``, which reloads nginx only when
   the rendered shape changed. Full syncs are at least ``min_sync_interval``
@@ -165,6 +166,21 @@ class _Marker:
         self._fn(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
 
 
+class _IngressMarker(_Marker):
+    """Like ``_Marker``, but an update that changes only an Ingress's status
+    (which our own status writer does for every Ingress) marks nothing."""
+
+    def on_update(self, old: dict, new: dict) -> None:
+        if _ingress_input(old) != _ingress_input(new):
+            self._fn(new)
+
+
+def _ingress_input(obj: Mapping) -> tuple:
+    """What the translation reads from an Ingress."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("annotations"), meta.get("creationTimestamp"), obj.get("spec"))
+
+
 def _key(obj: Mapping) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -217,7 +233,7 @@ class Controller:
         self._slice_changes: dict[str, int] = {}  # "ns/svc" -> generation of its last slice change
         self._state = SyncState()
         self._reported: frozenset[Problem] = frozenset()
-        self._seen_versions: dict[str, str] = {}  # owned Ingress -> resourceVersion last told "Sync"
+        self._seen_versions: dict[str, tuple] = {}  # owned Ingress -> its input last told "Sync"
         self._caches_synced = threading.Event()
         self._register_handlers()
 
@@ -267,9 +283,8 @@ class Controller:
     # --- handlers: only mark work ----------------------------------------------
 
     def _register_handlers(self) -> None:
-        full = _Marker(lambda obj: self._full.run())
-        self.ingresses.add_handler(full)
-        self.classes.add_handler(full)
+        self.ingresses.add_handler(_IngressMarker(lambda obj: self._full.run()))
+        self.classes.add_handler(_Marker(lambda obj: self._full.run()))
         self.services.add_handler(_Marker(self._on_service))
         self.secrets.add_handler(_Marker(self._on_secret))
         self.slices.add_handler(_Marker(self._on_slice))
@@ -483,12 +498,12 @@ class Controller:
         for problem in sorted(problems - self._reported):
             self._event_for(problem)
         self._reported = problems
-        seen: dict[str, str] = {}
+        seen: dict[str, tuple] = {}
         for key in translation.owned_ingresses:
             obj = self.ingresses.store.get(key)
             if obj is None:
                 continue
-            version = (obj.get("metadata") or {}).get("resourceVersion", "")
+            version = _ingress_input(obj)  # not resourceVersion: our status writes change that
             seen[key] = version
             if self._seen_versions.get(key) != version and self.recorder is not None:
                 self.recorder.event(obj, "Normal", "Sync", "Scheduled for sync")

@@ -31,23 +31,17 @@ NGINX_BINARY = "/usr/sbin/nginx"
 
 
 def bootstrap(args) -> list[str]:
-    """Prepare the state dir; the argv to exec. Raises ``StartError``."""
-    from prometheus_client import CollectorRegistry
+    """Prepare the state dir; the argv to exec. Raises ``StartError``.
 
-    from platformd.ingress.model import Configuration, GlobalSettings, Listen
-    from platformd.ingress.nginx import NginxError
-    from platformd.ingress.render import render_nginx_conf
+    A restart after a crash (configuration and certificate exist) imports and
+    renders nothing: traffic is down until nginx is back, so keep it short.
+    """
+    from platformd.ingress.nginx import NginxFiles
 
-    plane = make_dataplane(args, CollectorRegistry())
-    files = plane.nginx.files
+    files = NginxFiles(state_dir_of(args))
+    if not files.conf.exists() or not (files.state_dir / "certs" / "default.key").exists():
+        _write_bootstrap(args)
     files.prepare()
-    if not files.conf.exists():
-        config = Configuration(settings=GlobalSettings(listen=Listen(args.http_port, args.https_port)))
-        try:
-            plane.nginx.install(render_nginx_conf(config, plane.runtime))
-        except NginxError as exc:
-            raise StartError(" ".join(str(exc).split())) from None
-        log.info("wrote bootstrap configuration %s", files.conf)
     # A master killed with -9 leaves its workers serving on our ports; the
     # new master could not bind until they let go (see orphans.py).
     sockets = list(files.state_dir.glob("nginx-*.sock"))
@@ -61,6 +55,27 @@ def bootstrap(args) -> list[str]:
     return [sys.executable, "-m", "platformd.logpipe", "--name", "nginx", "--format", log_format, "--",
             binary, "-p", str(files.state_dir), "-c", str(files.conf), "-e", str(files.error_log),
             "-g", "daemon off;"]
+
+
+def _write_bootstrap(args) -> None:
+    """The default certificate, and nginx.conf for an empty configuration (tested first)."""
+    from prometheus_client import CollectorRegistry
+
+    from platformd.ingress.model import Configuration, GlobalSettings, Listen
+    from platformd.ingress.nginx import NginxError
+    from platformd.ingress.render import render_nginx_conf
+
+    plane = make_dataplane(args, CollectorRegistry())  # makes the certificate
+    files = plane.nginx.files
+    files.prepare()
+    if files.conf.exists():
+        return
+    config = Configuration(settings=GlobalSettings(listen=Listen(args.http_port, args.https_port)))
+    try:
+        plane.nginx.install(render_nginx_conf(config, plane.runtime))
+    except NginxError as exc:
+        raise StartError(" ".join(str(exc).split())) from None
+    log.info("wrote bootstrap configuration %s", files.conf)
 
 
 def main(argv: list[str] | None = None) -> int:

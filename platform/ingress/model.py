@@ -353,8 +353,8 @@ class Location:
 
     @property
     def sort_key(self) -> tuple:
-        # nginx tries regex locations in order of appearance; like
-        # ingress-nginx, longer paths go first so the most specific wins.
+        # Canonical order only; the order nginx sees (which decides between
+        # regex locations) is chosen in view._locations.
         order = {PathMatch.EXACT: 0, PathMatch.PREFIX: 1, PathMatch.REGEX: 2}[self.match]
         return (order, -len(self.path), self.path)
 

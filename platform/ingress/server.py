@@ -84,11 +84,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, "text/plain", b"internal error\n")
 
     def _send(self, code: int, content_type: str, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the prober gave up waiting (a long sync holds the interpreter); nothing to tell it
 
     def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: quiet
         pass

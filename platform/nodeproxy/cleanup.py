@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from . import ipsets, iptables
-from .kernel import DUMMY_LINK, Kernel, KernelError, NotFound
+from .kernel import DUMMY_LINK, Kernel, KernelError, NotFound, Op
 
 
 def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[str]:
@@ -31,9 +31,11 @@ def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[st
 
     addresses = attempt("list kube-ipvs0 addresses", kernel.list_addresses, DUMMY_LINK) or set()
     ours = set(addresses) | set(node_ips)
-    for vs in attempt("list virtual servers", kernel.list_virtual_servers) or ():
-        if vs.address in ours:
-            attempt(f"delete virtual server {vs}", kernel.delete_virtual_server, vs)
+    doomed = [Op("delete_virtual_server", (vs,))
+              for vs in attempt("list virtual servers", kernel.list_virtual_servers) or () if vs.address in ours]
+    for op, error in zip(doomed, attempt("delete virtual servers", kernel.apply, doomed) or ()):
+        if error is not None and not isinstance(error, NotFound):
+            failures.append(f"delete virtual server {op.args[0]}: {error}")
     attempt(f"delete link {DUMMY_LINK}", kernel.delete_link, DUMMY_LINK)
     for jump in iptables.JUMPS:
         attempt(f"delete jump to {jump.rule[-1]}", kernel.delete_iptables_rule, jump.table, jump.chain, jump.rule)

@@ -18,7 +18,7 @@ import sys
 from typing import Any, TextIO
 
 from .fakekernel import FakeKernel
-from .kernel import MUTATING_METHODS, IPSetSpec, RealServer, VirtualServer
+from .kernel import MUTATING_METHODS, IPSetSpec, KernelError, Op, RealServer, VirtualServer, apply_one_by_one
 
 
 def _fmt(value: Any, brief: bool = False) -> str:
@@ -57,6 +57,10 @@ class DryRunKernel:
         """The host's version, so version-dependent sysctls print as they would apply."""
         nums = re.findall(r"\d+", os.uname().release)[:3]
         return tuple(int(n) for n in (nums + ["0", "0", "0"])[:3])  # type: ignore[return-value]
+
+    def apply(self, ops: list[Op]) -> list[KernelError | None]:
+        """One printed line per op, as if each were called on its own."""
+        return apply_one_by_one(self, ops)
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.model, name)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .kernel import (
     SCHEDULERS,
+    Op,
+    apply_one_by_one,
     Exists,
     IPSetEntry,
     IPSetSpec,
@@ -116,6 +118,20 @@ class FakeKernel:
 
     def kernel_version(self) -> tuple[int, int, int]:
         return self.version
+
+    # -- bulk -----------------------------------------------------------------
+    def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
+        """Each op through its own method, so ``calls`` and ``fail_next`` see it."""
+        with self._lock:
+            return apply_one_by_one(self, ops)
+
+    def list_ipvs(self) -> dict[VirtualServer, list[RealServerState]]:
+        with self._lock:
+            self._enter("list_ipvs")
+            self._need_ipvs()
+            return {vs: [RealServerState(RealServer(a, p, d.weight), d.active, d.inactive)
+                         for (a, p), d in self.reals[key].items()]
+                    for key, vs in self.virtual.items()}
 
     # -- IPVS -----------------------------------------------------------------
     def list_virtual_servers(self) -> list[VirtualServer]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from platformd.common.clock import REAL_CLOCK, Clock
 
-from .kernel import SCTP, TCP, UDP, Kernel, KernelError, NotFound, RealServer, VirtualServer
+from .kernel import SCTP, TCP, UDP, Kernel, KernelError, NotFound, Op, RealServer, VirtualServer
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +57,49 @@ class GracefulTerminationManager:
 
     def remove(self, vs: VirtualServer, rs: RealServer) -> None:
         """Take ``rs`` out of ``vs``: delete now, or quiesce and delete later."""
+        self.remove_all(vs, [rs])
+
+    def remove_all(self, vs: VirtualServer, servers: list[RealServer]) -> None:
+        """:meth:`remove` for several real servers of ``vs``: one listing of
+        ``vs``'s counters and one batch of deletions/weight changes."""
+        if not servers:
+            return
         if vs.protocol != TCP:
-            self._delete(vs, rs)
+            self._apply(vs, [Op("delete_real_server", (vs, rs)) for rs in servers])
             if vs.protocol in (UDP, SCTP):
-                clear_conntrack(self._kernel, vs, rs.address)
+                for rs in servers:
+                    clear_conntrack(self._kernel, vs, rs.address)
             return
-        if self._idle(vs, rs):
-            self._delete(vs, rs)
-            return
-        if rs.weight != 0:
-            self._kernel.update_real_server(vs, RealServer(rs.address, rs.port, 0))
+        counters = self._counters(vs)
         now = self._clock.monotonic()
-        self._items[(vs.key, rs.key)] = _Item(vs, rs, now + self._timeout, now + CHECK_INTERVAL)
+        ops = []
+        for rs in servers:
+            if not counters.get(rs.key):  # idle, or not there: nothing to wait for
+                ops.append(Op("delete_real_server", (vs, rs)))
+                continue
+            if rs.weight != 0:
+                ops.append(Op("update_real_server", (vs, RealServer(rs.address, rs.port, 0))))
+            self._items[(vs.key, rs.key)] = _Item(vs, rs, now + self._timeout, now + CHECK_INTERVAL)
+        self._apply(vs, ops)
+
+    def _apply(self, vs: VirtualServer, ops: list[Op]) -> None:
+        """Apply ``ops``; a real server already gone is fine, other errors are raised."""
+        if not ops:
+            return
+        for op, error in zip(ops, self._kernel.apply(ops)):
+            if error is None or isinstance(error, NotFound):
+                continue
+            if op.method == "update_real_server":
+                self._items.pop((vs.key, op.args[1].key), None)
+            raise error
+
+    def _counters(self, vs: VirtualServer) -> dict[tuple[str, int], int]:
+        """Active + inactive connections per real server of ``vs`` (empty when it is gone)."""
+        try:
+            return {s.server.key: s.active_connections + s.inactive_connections
+                    for s in self._kernel.list_real_servers(vs)}
+        except NotFound:
+            return {}
 
     def cancel(self, vs: VirtualServer, rs_key: tuple[str, int]) -> bool:
         """Stop terminating ``rs_key`` of ``vs`` (its endpoint is back). True if it was terminating."""
@@ -82,8 +113,9 @@ class GracefulTerminationManager:
     def process(self) -> int:
         """Delete the terminating real servers that are idle or out of time.
 
-        Each is checked at most every CHECK_INTERVAL, with one listing per
-        virtual server involved. Returns how many were deleted.
+        Each is checked at most every CHECK_INTERVAL, with one listing and
+        one batch of deletions per virtual server involved. Returns how many
+        were deleted.
         """
         now = self._clock.monotonic()
         by_vs: dict[tuple, list[_Item]] = {}
@@ -94,11 +126,8 @@ class GracefulTerminationManager:
         deleted = 0
         for items in by_vs.values():
             vs = items[0].vs
-            try:
-                counters = {s.server.key: s.active_connections + s.inactive_connections
-                            for s in self._kernel.list_real_servers(vs)}
-            except NotFound:
-                counters = {}
+            counters = self._counters(vs)
+            doomed = []
             for item in items:
                 conns = counters.get(item.rs.key)
                 if conns is None:
@@ -107,25 +136,12 @@ class GracefulTerminationManager:
                     if conns:
                         log.info("deleting real server %s of %s with %d connections: "
                                  "graceful termination timed out", item.rs, vs, conns)
-                    self._delete(vs, item.rs)
-                    self._items.pop((vs.key, item.rs.key), None)
-                    deleted += 1
+                    doomed.append(item)
+            self._apply(vs, [Op("delete_real_server", (vs, item.rs)) for item in doomed])
+            for item in doomed:
+                self._items.pop((vs.key, item.rs.key), None)
+            deleted += len(doomed)
         return deleted
-
-    def _idle(self, vs: VirtualServer, rs: RealServer) -> bool:
-        try:
-            for s in self._kernel.list_real_servers(vs):
-                if s.server.key == rs.key:
-                    return s.active_connections + s.inactive_connections == 0
-        except NotFound:
-            pass
-        return True  # not there: nothing to wait for
-
-    def _delete(self, vs: VirtualServer, rs: RealServer) -> None:
-        try:
-            self._kernel.delete_real_server(vs, rs)
-        except NotFound:
-            pass
 
 
 def clear_conntrack(kernel: Kernel, vs: VirtualServer, real_address: str | None) -> None:

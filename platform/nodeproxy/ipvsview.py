@@ -1,7 +1,7 @@
 """``platformctl ipvs``: the node's IPVS table, laid out like ``ipvsadm -Ln``.
 
-Read-only: one listing of virtual servers and one of each one's real
-servers, through the same :class:`~.kernel.Kernel` interface the proxy uses.
+Read-only: one bulk listing (``Kernel.list_ipvs``), through the same
+:class:`~.kernel.Kernel` interface the proxy uses.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ def format_table(kernel: Kernel) -> str:
     """The table text for ``kernel``'s current IPVS state (sorted)."""
     lines = ["Prot LocalAddress:Port Scheduler Flags",
              "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn"]
-    for vs in sorted(kernel.list_virtual_servers(), key=lambda v: v.key):
+    table = kernel.list_ipvs()
+    for vs in sorted(table, key=lambda v: v.key):
         flags = f" persistent {vs.persistence_timeout}" if vs.persistence_timeout else ""
         lines.append(f"{vs.protocol:<4} {vs.address}:{vs.port} {vs.scheduler}{flags}")
-        for st in sorted(kernel.list_real_servers(vs), key=lambda s: s.server.key):
+        for st in sorted(table[vs], key=lambda s: s.server.key):
             rs = st.server
             lines.append(f"  -> {f'{rs.address}:{rs.port}':<28} Masq    {rs.weight:<6} "
                          f"{st.active_connections:<10} {st.inactive_connections}")

@@ -4,8 +4,10 @@ Everything the node proxy does to a node goes through :class:`Kernel`: IPVS
 virtual and real servers, the dummy link that holds service addresses, ipsets,
 our iptables chains, sysctls and conntrack. Two implementations exist:
 
-* ``kernel_linux.LinuxKernel`` -- pyroute2 (IPVS, IPSet, IPRoute) plus
-  ``iptables-restore``; the only module that touches netlink.
+* ``kernel_linux.LinuxKernel`` -- hand-encoded netlink in batches for IPVS,
+  addresses and ipset members (``netlink.py``, ``ipvs_netlink.py``,
+  ``ipset_netlink.py``), pyroute2 for the dummy link and set creation, plus
+  ``iptables-restore``; the only module that talks to the kernel.
 * ``fakekernel.FakeKernel`` -- an in-memory model with the kernel's semantics
   (EEXIST, ENOENT, weights, connection counters) for unit tests and benchmarks.
   ``dryrun.DryRunKernel`` wraps it and prints every change.
@@ -19,6 +21,11 @@ Contract shared by every implementation
   EEXIST -> :class:`Exists`, a missing kernel feature -> :class:`IPVSUnavailable`,
   everything else -> :class:`KernelError` (with errno when there is one).
 * Methods are synchronous: when one returns, the kernel has the change.
+* Bulk: :meth:`Kernel.apply` takes many state changes at once (:class:`Op`)
+  with exactly the semantics of calling each in turn, and
+  :meth:`Kernel.list_ipvs` reads all of IPVS at once. The proxier uses them
+  for every sync, so the number of kernel round trips does not grow with the
+  number of Services.
 * IPv4 only for now (addresses are dotted quads; host routes are /32).
 * Thread-safety is not promised; the proxier serialises its calls.
 """
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import errno as _errno
 from dataclasses import dataclass
-from typing import Iterable, Protocol, runtime_checkable
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 # --- protocols and constants -------------------------------------------------
 
@@ -213,6 +220,47 @@ class IPSetSpec:
     port_range: tuple[int, int] = (0, 65535)
 
 
+@dataclass(frozen=True)
+class Op:
+    """One state-changing call, for :meth:`Kernel.apply`: ``method`` is the
+    name of a :data:`BATCHABLE_METHODS` method and ``args`` its arguments.
+
+    ``Op("add_real_server", (vs, rs))`` means ``kernel.add_real_server(vs, rs)``.
+    """
+
+    method: str
+    args: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if self.method not in BATCHABLE_METHODS:
+            raise ValueError(f"{self.method} cannot be batched")
+
+    def __str__(self) -> str:
+        return f"{self.method}({', '.join(map(str, self.args))})"
+
+
+#: The methods an :class:`Op` may name: the ones done by the thousand.
+BATCHABLE_METHODS = frozenset({
+    "add_virtual_server", "update_virtual_server", "delete_virtual_server",
+    "add_real_server", "update_real_server", "delete_real_server",
+    "add_address", "delete_address", "add_ipset_entry", "delete_ipset_entry",
+})
+
+
+def apply_one_by_one(kernel: "Kernel", ops: Sequence[Op]) -> list["KernelError | None"]:
+    """:meth:`Kernel.apply` by calling each method in turn: the reference semantics."""
+    results: list[KernelError | None] = []
+    for op in ops:
+        try:
+            getattr(kernel, op.method)(*op.args)
+            results.append(None)
+        except IPVSUnavailable:
+            raise
+        except KernelError as err:
+            results.append(err)
+    return results
+
+
 # --- the interface -----------------------------------------------------------
 
 
@@ -236,6 +284,29 @@ class Kernel(Protocol):
 
     def kernel_version(self) -> tuple[int, int, int]:
         """The running kernel's (major, minor, patch), e.g. (6, 1, 0)."""
+        ...
+
+    # -- bulk ---------------------------------------------------------------
+    def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
+        """Do ``ops`` in order; one result per op: None (done) or the error
+        the single call would have raised (:class:`Exists`, :class:`NotFound`,
+        :class:`KernelError`).
+
+        Exactly the semantics of calling each method in turn
+        (:func:`apply_one_by_one`): an op that fails changes nothing and does
+        not stop the ops after it, so a partial failure leaves the rest
+        applied. The point is the cost: an implementation sends many ops per
+        kernel round trip. Only :class:`IPVSUnavailable` (and errors of the
+        transport itself) are raised instead of returned.
+        """
+        ...
+
+    def list_ipvs(self) -> dict[VirtualServer, list[RealServerState]]:
+        """Every IPVS virtual server with its real servers, read in bulk.
+
+        The same as :meth:`list_virtual_servers` plus :meth:`list_real_servers`
+        of each, without one round trip per virtual server.
+        """
         ...
 
     # -- IPVS virtual servers ----------------------------------------------
@@ -394,6 +465,6 @@ MUTATING_METHODS = frozenset({
 })
 
 READING_METHODS = frozenset({
-    "probe", "kernel_version", "list_virtual_servers", "list_real_servers",
+    "probe", "kernel_version", "list_virtual_servers", "list_real_servers", "list_ipvs",
     "list_addresses", "list_ipset", "read_sysctl",
 })

@@ -127,16 +127,42 @@ def _walk(value, schema: dict, path: str, owner: str, go_path: str, out: Finding
                     out.unknown.append(child_path)
                     del value[key]
                     continue
+                if _plain_scalar_ok(properties[key], value[key]):
+                    continue
                 child_go = f"{go_path}.{key}" if go_path else key
                 value[key] = _walk(value[key], properties[key], child_path, owner, child_go, out)
         elif isinstance(schema.get("additionalProperties"), dict):
+            item_schema = schema["additionalProperties"]
             for key in list(value):
-                value[key] = _walk(value[key], schema["additionalProperties"], f"{path}[{key}]",
-                                   owner, go_path, out)
+                if _plain_scalar_ok(item_schema, value[key]):
+                    continue
+                value[key] = _walk(value[key], item_schema, f"{path}[{key}]", owner, go_path, out)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        item_schema = schema["items"]
         for i, item in enumerate(value):
-            value[i] = _walk(item, schema["items"], f"{path}[{i}]", owner, go_path, out)
+            if _plain_scalar_ok(item_schema, item):
+                continue
+            value[i] = _walk(item, item_schema, f"{path}[{i}]", owner, go_path, out)
     return value
+
+
+def _plain_scalar_ok(schema: dict, value) -> bool:
+    """True when `_walk` would accept `value` as it is and report nothing: a
+    scalar of the plain type `schema` names (the common leaf, checked without
+    building its paths). Anything else takes the full walk."""
+    if value is not None and type(value) not in _SCALAR_TYPES:
+        return False
+    if "$ref" in schema or "oneOf" in schema or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return False
+    types = schema.get("type")
+    if types is None or value is None:
+        return True
+    if type(types) is str:
+        return types != "null" and _CHECKS.get(types, _ANY)(value)
+    return any(_CHECKS.get(t, _ANY)(value) for t in types if t != "null")
+
+
+_SCALAR_TYPES = (str, int, float, bool)
 
 
 def decode(rt: ResourceType, obj, mode: str = "Warn") -> list[str]:

@@ -131,6 +131,7 @@ class Watcher:
                  predicate: Callable[[dict], bool],
                  convert: Callable[[dict], dict] | None = None):
         self.resource = resource
+        self._resource_key = resource.key()
         self.namespace = namespace
         self.predicate = predicate           # sees objects as served (after `convert`)
         self.convert = convert or (lambda obj: obj)
@@ -156,7 +157,7 @@ class Watcher:
         An object that starts matching a selector arrives as ADDED and one that
         stops matching leaves as DELETED, like the real watch cache does.
         """
-        if event.resource != self.resource.key():
+        if event.resource != self._resource_key:
             return
         obj, raw = self._served(event.stored)
         prev = self.convert(event.prev.obj) if event.prev is not None else None

@@ -282,7 +282,8 @@ class FakeLua:
 
 
 def test_changes_arriving_during_a_reload_coalesce(tmp_path):
-    nginx, lua = FakeNginx(tmp_path, reload_seconds=0.3), FakeLua()
+    # A long first reload: all nine later changes arrive during it, even on a loaded machine.
+    nginx, lua = FakeNginx(tmp_path, reload_seconds=0.8), FakeLua()
     runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
     plane = DataPlane(nginx, lua, runtime, CollectorRegistry())
     base = Configuration(servers=(Server(HOST, locations=(Location("/", backend="svc"),)),))

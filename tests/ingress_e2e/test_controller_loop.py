@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
-
 import pytest
 import yaml
 
 from platformd.common.filesource import FileSource
 from platformd.common.informer import InformerFactory
-from platformd.ingress import controller as controller_mod
 from platformd.ingress.controller import Controller, ControllerOptions
 from platformd.ingress.dataplane import ApplyResult
 from platformd.ingress.decide import shape
@@ -44,12 +41,27 @@ class RecordingPlane:
         return [kind for _, kind, _ in self.applies]
 
 
+class CountingMetrics:
+    """Counts full syncs (``observe_sync`` is called for those only)."""
+
+    def __init__(self) -> None:
+        self.full_syncs = 0
+
+    def observe_sync(self, duration, ok, state) -> None:
+        self.full_syncs += 1
+
+    def observe_counts(self, state) -> None:
+        pass
+
+
 class Loop:
     def __init__(self, folder, **options) -> None:
         self.folder = folder
         self.source = FileSource(str(folder), poll_interval=0.02)
         self.plane = RecordingPlane()
-        self.controller = Controller(InformerFactory(self.source), self.plane, ControllerOptions(**options))
+        self.metrics = CountingMetrics()
+        self.controller = Controller(InformerFactory(self.source), self.plane, ControllerOptions(**options),
+                                     metrics=self.metrics)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
         self.thread.start()
@@ -124,21 +136,28 @@ def test_full_syncs_are_rate_limited_and_bursts_merge(loop):
     assert all(b - a >= 0.45 for a, b in zip(times, times[1:])), times
 
 
-def test_canary_endpoint_change_falls_back_to_a_full_sync(loop, monkeypatch):
+def test_canary_endpoint_change_falls_back_to_a_full_sync(loop):
     docs = _cluster(1) + [_slice(0, "10.0.0.1"), o.service("canary"), o.endpoint_slice("canary", ["10.0.1.1"]),
                           o.ingress("c", "h0.example", [("/", "canary", 80)],
                                     annotations={"canary": "true", "canary-weight": "50"})]
     lp = loop(docs, min_sync_interval=0.2, endpoint_interval=0.0)
     wait_for(lambda: lp.plane.applies, 10, message="first sync")
-    full_syncs = []
-    original = Controller.sync
-
-    def counting(self):
-        full_syncs.append(time.monotonic())
-        return original(self)
-
-    monkeypatch.setattr(Controller, "sync", counting)
+    time.sleep(0.5)  # let the start-up syncs settle
+    full_syncs = lp.metrics.full_syncs
     lp.write("base.yaml", docs[:-2] + [o.endpoint_slice("canary", ["10.0.1.7"]), docs[-1]])
     wait_for(lambda: any(e.address == "10.0.1.7" for b in lp.plane.running.backends for e in b.endpoints), 5,
              message="canary endpoints applied")
-    wait_for(lambda: full_syncs, 5, message="a full sync after the canary's endpoint change")
+    wait_for(lambda: lp.metrics.full_syncs > full_syncs, 5, message="a full sync after the canary's endpoint change")
+
+
+def test_plain_endpoint_change_takes_no_full_sync(loop):
+    lp = loop(_cluster(2) + [_slice(0, "10.0.0.1"), _slice(1, "10.0.0.2")], min_sync_interval=0.2,
+              endpoint_interval=0.0)
+    wait_for(lambda: lp.plane.applies, 10, message="first sync")
+    time.sleep(0.5)
+    full_syncs = lp.metrics.full_syncs
+    lp.write("base.yaml", _cluster(2) + [_slice(0, "10.0.0.5"), _slice(1, "10.0.0.2")])
+    wait_for(lambda: any(e.address == "10.0.0.5" for b in lp.plane.running.backends for e in b.endpoints), 5,
+             message="endpoint change applied")
+    time.sleep(0.5)
+    assert lp.metrics.full_syncs == full_syncs

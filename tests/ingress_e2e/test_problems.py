@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import ssl
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -121,7 +120,8 @@ def _served_cert_cn(port: int, host: str) -> str:
     return out.stdout.strip()
 
 
-def test_missing_tls_secret_serves_default_certificate_until_it_appears(fake_api, ingress_controller, netns_backends):
+def test_missing_tls_secret_serves_default_certificate_until_it_appears(fake_api, ingress_controller, netns_backends,
+                                                                       tmp_path):
     backends = netns_backends(["web"])
     _base(fake_api, backends)
     host = "secure.example"
@@ -134,7 +134,7 @@ def test_missing_tls_secret_serves_default_certificate_until_it_appears(fake_api
     assert running.get("/", host=host).status_code in (301, 302, 307, 308)
     wait_for(lambda: _has_event(fake_api, "secure", "SecretNotFound"), 15, message="SecretNotFound event")
     reloads = running.status()["reload_count"]
-    cert, key = _self_signed(host, Path(tempfile.mkdtemp(prefix="pdcert-")))
+    cert, key = _self_signed(host, tmp_path)
     fake_api.create(o.tls_secret("secure-tls", cert, key))
     wait_for(lambda: f"CN = {host}" in _served_cert_cn(running.https_port, host) or
              f"CN={host}" in _served_cert_cn(running.https_port, host), 10, message="certificate from the Secret")

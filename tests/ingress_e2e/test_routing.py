@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pytest
 import yaml
@@ -47,13 +46,14 @@ def _check_routes(running) -> None:
 
 
 @pytest.mark.parametrize("source_kind", ["api", "file"])
-def test_routes_table(source_kind, fake_api, ingress_controller, netns_backends):
+def test_routes_table(source_kind, fake_api, ingress_controller, netns_backends, tmp_path):
     backends = netns_backends(["web", "api", "exact"])
     if source_kind == "api":
         _seed(fake_api.create, backends)
         running = ingress_controller()
     else:
-        folder = tempfile.mkdtemp(prefix="pdsrc-")
+        folder = str(tmp_path / "manifests")
+        os.mkdir(folder)
         docs: list[dict] = []
         _seed(docs.append, backends)
         with open(os.path.join(folder, "all.yaml"), "w") as f:

@@ -73,7 +73,23 @@ def test_endpoint_change_costs_a_handful_of_operations():
     assert not result.full and result.services_changed == 1
     # list the leaving server's counters, delete it (idle), add the new one
     assert dict(rig.kernel.counts) == {"list_real_servers": 1, "delete_real_server": 1, "add_real_server": 1}
+    assert rig.kernel.batches == 3  # the listing, the graceful removal, the addition
     assert rig.reals(VirtualServer("TCP", "10.96.0.8", 80)) == {("10.2.0.8", 8080): 1, ("10.3.0.2", 8080): 1}
+
+
+def _initial_sync_batches(n: int) -> int:
+    rig = Rig()
+    for i in range(n):
+        rig.proxier.on_service(None, service(f"s{i}", f"10.96.{i // 250}.{i % 250 + 1}",
+                                             ports=((80, "TCP", 30000 + i),), type="NodePort"))
+        rig.proxier.on_slice(None, endpoint_slice(f"s{i}", [f"10.2.{i // 250}.{i % 250 + 1}", "10.3.0.1"]))
+    rig.sync()
+    assert rig.kernel.counts["add_real_server"] == 2 * n * 2  # cluster IP and node port, two endpoints
+    return rig.kernel.batches
+
+
+def test_initial_sync_costs_the_same_number_of_batches_at_any_size():
+    assert _initial_sync_batches(300) == _initial_sync_batches(3)
 
 
 def test_nothing_changed_means_no_kernel_operations(rig):

@@ -1,0 +1,190 @@
+"""Kernel.apply and list_ipvs: the reference semantics (fake and dry-run
+kernels) and the operation counting; plus the hand-written netlink codecs,
+checked without a kernel."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+
+import pytest
+
+from platformd.nodeproxy import ipset_netlink as ipsetnl
+from platformd.nodeproxy import ipvs_netlink as ipvsnl
+from platformd.nodeproxy.counting import CountingKernel
+from platformd.nodeproxy.dryrun import DryRunKernel
+from platformd.nodeproxy.fakekernel import FakeKernel
+from platformd.nodeproxy.kernel import (
+    FLAG_SCHED2, IPSetEntry, IPVSUnavailable, KernelError, Op, RealServer, VirtualServer)
+from platformd.nodeproxy.netlink import attr, nested, parse_attrs
+
+VS = VirtualServer("TCP", "10.96.0.1", 80)
+RS1 = RealServer("10.1.0.1", 8080)
+RS2 = RealServer("10.1.0.2", 8080, 3)
+
+
+def _names(results):
+    return [type(r).__name__ if r is not None else None for r in results]
+
+
+# -- apply: the semantics every kernel shares -------------------------------------
+
+
+def test_apply_returns_one_result_per_op_and_applies_the_rest():
+    k = FakeKernel()
+    results = k.apply([
+        Op("add_virtual_server", (VS,)),
+        Op("add_virtual_server", (VS,)),
+        Op("add_real_server", (VS, RS1)),
+        Op("add_real_server", (VirtualServer("TCP", "10.96.0.9", 80), RS1)),
+        Op("update_real_server", (VS, RS2)),
+        Op("add_real_server", (VS, RS2)),
+        Op("delete_real_server", (VS, RealServer("10.9.9.9", 1))),
+    ])
+    assert _names(results) == [None, "Exists", None, "NotFound", "NotFound", None, "NotFound"]
+    assert k.snapshot() == {VS: {RS1.key: 1, RS2.key: 3}}
+
+
+def test_apply_sees_injected_failures_per_method():
+    k = FakeKernel()
+    k.add_virtual_server(VS)
+    k.fail_next("add_real_server")
+    results = k.apply([Op("add_real_server", (VS, RS1)), Op("add_real_server", (VS, RS2))])
+    assert isinstance(results[0], KernelError) and results[1] is None
+    assert k.snapshot() == {VS: {RS2.key: 3}}
+
+
+def test_apply_raises_when_ipvs_is_missing():
+    with pytest.raises(IPVSUnavailable):
+        FakeKernel(ipvs=False).apply([Op("add_virtual_server", (VS,))])
+
+
+def test_op_names_only_batchable_methods():
+    with pytest.raises(ValueError):
+        Op("restore_iptables", ("*nat\nCOMMIT\n",))
+
+
+def test_list_ipvs_equals_one_listing_per_virtual_server():
+    k = FakeKernel()
+    other = VirtualServer("UDP", "10.96.0.2", 53)
+    k.apply([Op("add_virtual_server", (VS,)), Op("add_virtual_server", (other,)),
+             Op("add_real_server", (VS, RS1))])
+    k.set_connections(VS, RS1, 2, 1)
+    assert k.list_ipvs() == {vs: k.list_real_servers(vs) for vs in k.list_virtual_servers()}
+
+
+def test_dry_run_prints_each_op_of_a_batch():
+    out = io.StringIO()
+    k = DryRunKernel(out)
+    results = k.apply([Op("add_virtual_server", (VS,)), Op("add_real_server", (VS, RS1)),
+                       Op("add_virtual_server", (VS,))])
+    assert _names(results) == [None, None, "Exists"]
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("dry-run: add_virtual_server tcp:10.96.0.1:80")
+    assert lines[1] == "dry-run: add_real_server tcp:10.96.0.1:80 10.1.0.1:8080 weight=1"
+    assert len(lines) == 3
+
+
+def test_counting_counts_logical_ops_and_batches():
+    k = CountingKernel(FakeKernel())
+    k.apply([Op("add_virtual_server", (VS,)), Op("add_real_server", (VS, RS1)), Op("add_real_server", (VS, RS2))])
+    k.list_real_servers(VS)
+    assert dict(k.counts) == {"add_virtual_server": 1, "add_real_server": 2, "list_real_servers": 1}
+    assert (k.writes, k.reads, k.batches, k.round_trips) == (3, 1, 2, 2)
+    k.reset()
+    k.apply([])
+    assert (k.batches, sum(k.counts.values())) == (0, 0)
+
+
+# -- codecs -------------------------------------------------------------------------
+
+
+def _as_answer(payload: bytes) -> memoryview:
+    """A request payload read back the way the parsers read kernel answers."""
+    return memoryview(payload)
+
+
+@pytest.mark.parametrize("vs", [
+    VS,
+    VirtualServer("UDP", "10.96.0.10", 53, scheduler="wrr"),
+    VirtualServer("SCTP", "192.168.1.1", 30000, scheduler="sh", persistence_timeout=10800, flags=FLAG_SCHED2),
+])
+def test_service_encoding_reads_back(vs):
+    assert ipvsnl.parse_service(_as_answer(ipvsnl.service(ipvsnl.CMD_NEW_SERVICE, vs))) == vs
+
+
+def test_service_identity_only_for_delete():
+    top = parse_attrs(ipvsnl.service(ipvsnl.CMD_DEL_SERVICE, VS), 4)
+    svc = parse_attrs(top[ipvsnl.CMD_ATTR_SERVICE])
+    assert set(svc) == {ipvsnl.SVC_AF, ipvsnl.SVC_PROTOCOL, ipvsnl.SVC_ADDR, ipvsnl.SVC_PORT}
+    assert bytes(svc[ipvsnl.SVC_PORT]) == struct.pack("!H", 80)  # network order
+
+
+def test_dest_encoding_is_masquerade_with_thresholds():
+    payload = ipvsnl.dest(ipvsnl.CMD_NEW_DEST, VS, RS2)
+    state = ipvsnl.parse_dest(_as_answer(payload))
+    assert state.server == RS2 and state.active_connections == 0
+    d = parse_attrs(parse_attrs(payload, 4)[ipvsnl.CMD_ATTR_DEST])
+    assert {ipvsnl.DEST_FWD_METHOD, ipvsnl.DEST_U_THRESH, ipvsnl.DEST_L_THRESH} <= set(d)
+    assert struct.unpack("=I", d[ipvsnl.DEST_FWD_METHOD])[0] == 0
+
+
+def test_fwmark_services_and_ipv6_are_skipped():
+    fw = ipvsnl.fwmark_service(ipvsnl.CMD_NEW_SERVICE, 7, "rr")
+    assert ipvsnl.parse_service(_as_answer(fw)) is None
+
+
+PROC = """IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
+TCP  0A60000A:0050 rr 
+  -> 0AF40205:1F90      Masq    3      2          1         
+  -> 0AF40105:1F90      Masq    1      0          0         
+UDP  0A60000A:0035 wrr 
+FWM  00000007 rr 
+  -> 0A000001:0000      Masq    1      0          0         
+TCP  0A600014:01BB sh persistent 10800 
+  -> 0AF40404:01BB      Masq    0      0          5         
+"""
+
+
+def test_proc_ip_vs_gives_every_real_server():
+    found = ipvsnl.parse_proc_dests(PROC)
+    assert set(found) == {("TCP", "10.96.0.10", 80), ("UDP", "10.96.0.10", 53), ("TCP", "10.96.0.20", 443)}
+    assert [(s.server, s.active_connections, s.inactive_connections) for s in found[("TCP", "10.96.0.10", 80)]] == [
+        (RealServer("10.244.2.5", 8080, 3), 2, 1), (RealServer("10.244.1.5", 8080, 1), 0, 0)]
+    assert found[("UDP", "10.96.0.10", 53)] == []
+    assert found[("TCP", "10.96.0.20", 443)][0].server.weight == 0
+
+
+ENTRIES = [
+    ("hash:ip", IPSetEntry(ip="10.96.0.10")),
+    ("hash:ip,port", IPSetEntry(ip="10.96.0.10", protocol="udp", port=53)),
+    ("hash:ip,port,ip", IPSetEntry(ip="10.244.1.5", protocol="tcp", port=8080, ip2="10.244.1.5")),
+    ("hash:ip,port,net", IPSetEntry(ip="10.96.0.10", protocol="tcp", port=80, ip2="192.168.0.0/16")),
+    ("bitmap:port", IPSetEntry(port=30080)),
+]
+
+
+@pytest.mark.parametrize("set_type,entry", ENTRIES, ids=[t for t, _ in ENTRIES])
+def test_ipset_member_encoding_reads_back(set_type, entry):
+    data = ipsetnl.member(set_type, entry)
+    # A LIST answer: nfgenmsg, then ADT holding the members' DATA attributes.
+    answer = struct.pack("=BBH", socket.AF_INET, 0, 0) + attr(ipsetnl.ATTR_TYPENAME, set_type.encode() + b"\0") \
+        + nested(ipsetnl.ATTR_ADT, data, data)
+    assert ipsetnl.parse_list([memoryview(answer)]) == (set_type, {entry})
+
+
+def test_ipset_port_carries_the_network_byte_order_flag():
+    data = ipsetnl.member("bitmap:port", IPSetEntry(port=30080))
+    inner = data[4:]
+    length, kind = struct.unpack_from("=HH", inner)
+    assert kind & 0x4000 and kind & 0x3FFF == ipsetnl.ATTR_PORT
+    assert inner[4:6] == struct.pack("!H", 30080)
+
+
+def test_unsupported_set_type_is_refused():
+    with pytest.raises(ValueError):
+        ipsetnl.member("hash:mac", IPSetEntry(ip="10.0.0.1"))
+
