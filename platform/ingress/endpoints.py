@@ -27,9 +27,10 @@ exists, so its locations answer 503 instead of disappearing.
 
 from __future__ import annotations
 
-import ipaddress
+
 from dataclasses import dataclass
 
+from platformd.ingress import validate as v
 from platformd.ingress.model import Endpoint
 from platformd.ingress.snapshot import Issue
 
@@ -54,11 +55,7 @@ def service_port(service: dict, port: int | str) -> dict | None:
 
 
 def _is_ip(text: object) -> bool:
-    try:
-        ipaddress.ip_address(str(text))
-        return True
-    except ValueError:
-        return False
+    return v.canonical_ip(str(text)) is not None
 
 
 def _slice_endpoints(slices: tuple[dict, ...], port_name: str) -> tuple[list[Endpoint], list[Endpoint]]:

@@ -346,6 +346,7 @@ class _Translator:
     def _hosts(self, ingresses: list[_Ingress]) -> dict[str, list[_Ingress]]:
         """Every named host with the Ingresses contributing to it, oldest first."""
         hosts: dict[str, list[_Ingress]] = {}
+        seen: set[tuple[str, str]] = set()  # (host, Ingress key): a set, not `in` on each host's list
         for ing in ingresses:
             for rule in (ing.obj.get("spec") or {}).get("rules") or ():
                 if not rule.get("host"):
@@ -354,9 +355,9 @@ class _Translator:
                     host = v.hostname("host", rule["host"])
                 except v.ValidationError:
                     continue  # reported by _host
-                members = hosts.setdefault(host, [])
-                if ing not in members:
-                    members.append(ing)
+                if (host, ing.key) not in seen:
+                    seen.add((host, ing.key))
+                    hosts.setdefault(host, []).append(ing)
         return hosts
 
     # -- backends -----------------------------------------------------------------------
@@ -504,8 +505,13 @@ class _Translator:
 
     def _tls(self, ingresses: list[_Ingress], hosts: dict[str, list[_Ingress]]):
         claims: dict[str, tuple[_Ingress, str | None]] = {}  # host -> (ingress, secret key or None)
+        # Each Ingress's rule hosts, in ``hosts`` order, indexed once (not a scan per Ingress).
+        rule_hosts_of: dict[str, list[str]] = {}
+        for host, members in hosts.items():
+            for member in members:
+                rule_hosts_of.setdefault(member.key, []).append(host)
         for ing in ingresses:
-            rule_hosts = [h for h, members in hosts.items() if ing in members]
+            rule_hosts = rule_hosts_of.get(ing.key, [])
             for entry in (ing.obj.get("spec") or {}).get("tls") or ():
                 secret = entry.get("secretName")
                 secret_key = f"{ing.namespace}/{secret}" if secret else None

@@ -40,7 +40,7 @@ def test_demo_starts_and_serves():
         assert "supervisord: nginx + controller + health" in output  # not the fallback
         assert f"curl -H 'Host: demo.local' http://127.0.0.1:{http}/" in output
         with httpx.Client(base_url=f"http://127.0.0.1:{http}", headers={"Host": "demo.local"}, timeout=5) as c:
-            assert c.get("/").text.startswith("web:")
+            assert c.get("/", headers={"X-Canary": "never"}).text.startswith("web:")  # weight sends 20% to the canary
             assert c.get("/api/items").text.startswith("api:")
             assert c.get("/", headers={"X-Canary": "always"}).text.startswith("web-canary:")
         status = httpx.get(f"http://127.0.0.1:{internal}/status", timeout=5).json()
