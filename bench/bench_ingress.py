@@ -37,7 +37,6 @@ and 40-second reloads at 3,000 Ingresses.)
 from __future__ import annotations
 
 import argparse
-import functools
 import http.client
 import os
 import shutil
@@ -106,7 +105,7 @@ def offline(n: int) -> dict:
     from platformd.ingress.render import render_nginx_conf
     from platformd.ingress.snapshot import Snapshot
     from platformd.ingress.translate import TranslateOptions, build
-    from platformd.ingress.main import NGINX_TIMEOUT
+    from platformd.ingress.main import NGINX_TIMEOUTS
     from tests.ingress.conftest import DataPlaneHarness
 
     ingresses, services, slices = cluster(n)
@@ -117,10 +116,9 @@ def offline(n: int) -> dict:
     translation = build(snapshot, TranslateOptions())
     figures["build_s"] = time.perf_counter() - start
     harness = DataPlaneHarness()
-    # As the controller does (main.NGINX_TIMEOUT): big configurations take
-    # longer than the data plane's 10 s default to start and reload.
-    harness.nginx.start = functools.partial(harness.nginx.start, timeout=NGINX_TIMEOUT)
-    harness.plane.reload_timeout = NGINX_TIMEOUT
+    # As the controller does (main.NGINX_TIMEOUTS): big configurations take
+    # longer than the adapter's defaults to test, start and reload.
+    harness.nginx.timeouts = NGINX_TIMEOUTS
     try:
         config = harness.localize(translation.configuration)
         start = time.perf_counter()

@@ -1,4 +1,11 @@
---- Certificate selection in `ssl_certificate_by_lua_block`.
+--- Certificate selection in `ssl_client_hello_by_lua_block` (of the default
+-- https server only; also works in `ssl_certificate_by_lua_block`).
+--
+-- Why ClientHello: the named servers have no TLS context of their own (one
+-- per server made `nginx -t` take minutes at 10,000 hosts), and
+-- `ssl_certificate_by_lua` runs in the server SNI selected, which cannot have
+-- the hook without a context. At ClientHello nginx has not switched servers
+-- yet; the name comes from the ClientHello itself.
 --
 -- Each handshake: compare the certificates version in the shared dict with
 -- the one this worker loaded (one dict read); on change, reload the host ->
@@ -6,7 +13,7 @@
 -- for the SNI name (util/sni.lua: exact, wildcard, default), parse its PEM
 -- once per worker and version (cdata cached by id), and install it.
 -- With no id (no match and no default) or a broken PEM we leave the
--- `ssl_certificate` of the server block in place.
+-- `ssl_certificate` of the default server in place.
 local ssl = require("ngx.ssl")
 local configuration = require("configuration")
 local sni = require("util.sni")
@@ -60,7 +67,12 @@ end
 
 function M.call()
   refresh()
-  local name = ssl.server_name()
+  local name
+  if ngx.get_phase() == "ssl_client_hello" then
+    name = require("ngx.ssl.clienthello").get_client_hello_server_name()
+  else
+    name = ssl.server_name()
+  end
   local id = sni.lookup(servers, default_id, name)
   if id == nil then
     return

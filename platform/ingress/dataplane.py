@@ -100,7 +100,7 @@ class DataPlane:
         *,
         clock: Clock = REAL_CLOCK,
         templates_dir: Path | None = None,
-        reload_timeout: float = 10.0,
+        reload_timeout: float | None = None,  # None: the nginx adapter's (NginxTimeouts.reload)
         start_nginx: bool = True,
     ) -> None:
         self.nginx = nginx

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from platformd.ingress.model import Configuration
-from platformd.ingress.render import DynamicSection, dynamic_sections
+from platformd.ingress.render import DynamicSection, dynamic_sections, per_configuration
 from platformd.ingress.view import lua_phases
 
 __all__ = ["Decision", "decide", "shape"]
@@ -43,6 +43,7 @@ class Decision:
         return not self.reload and not self.sections
 
 
+@per_configuration
 def shape(config: Configuration) -> Configuration:
     """``config`` without the parts nginx.conf does not depend on."""
     return replace(
@@ -60,5 +61,8 @@ def decide(running: Configuration | None, desired: Configuration) -> Decision:
         return Decision(reload=True, sections=wanted)
     current = {section.name: section.checksum for section in dynamic_sections(running)}
     changed = tuple(section for section in wanted if current.get(section.name) != section.checksum)
-    reload = shape(running) != shape(desired) or lua_phases(running) != lua_phases(desired)
+    reload = shape(running) != shape(desired) or _phases(running) != _phases(desired)
     return Decision(reload=reload, sections=changed)
+
+
+_phases = per_configuration(lua_phases)

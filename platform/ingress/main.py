@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from platformd.ingress.nginx import NginxProcess
+from platformd.ingress.nginx import NginxTimeouts
 
 log = logging.getLogger("platformd.ingress")
 
@@ -42,11 +42,13 @@ STATUS_RESYNC = 60.0
 #: state again; a dead one, when we own it, is started by the next sync).
 NGINX_CHECK_INTERVAL = 0.2  # a pid-file read and a /proc stat: cheap; a restarted nginx gets its backends fast
 COMPONENT = "platform-ingress-controller"
-#: How long nginx may take to start or to replace its workers on reload. The
-#: data plane's default (10 s) is too short for big configurations: nginx
-#: builds one TLS context per server block, so 10,000 Ingresses take tens of
-#: seconds on a busy node; giving up early would leave them unserved.
+#: How long nginx may take to test, start or reload a configuration. The
+#: adapter's defaults (10 s for start and reload) suit tests, not big sites:
+#: nginx parses the whole file each time, which at 10,000 Ingresses takes
+#: seconds on an idle core and several times that on a busy node; giving up
+#: early would leave them unserved (see nginx.NginxTimeouts).
 NGINX_TIMEOUT = 180.0
+NGINX_TIMEOUTS = NginxTimeouts(test=NGINX_TIMEOUT, start=NGINX_TIMEOUT, reload=NGINX_TIMEOUT)
 
 
 def default_state_dir() -> Path:
@@ -188,18 +190,11 @@ def make_source(args: argparse.Namespace):
     return ApiSource(api), api
 
 
-class PatientNginx(NginxProcess):
-    """``NginxProcess`` whose start waits ``NGINX_TIMEOUT`` by default (see there)."""
-
-    def start(self, timeout: float = NGINX_TIMEOUT) -> int:
-        return super().start(timeout)
-
-
 def make_dataplane(args: argparse.Namespace, registry):
     from platformd import paths
     from platformd.ingress.dataplane import DataPlane
     from platformd.ingress.luaclient import LuaClient
-    from platformd.ingress.nginx import NginxError, NginxFiles, ensure_default_certificate
+    from platformd.ingress.nginx import NginxError, NginxFiles, NginxProcess, ensure_default_certificate
     from platformd.ingress.view import RuntimePaths
 
     state_dir = state_dir_of(args)
@@ -216,9 +211,8 @@ def make_dataplane(args: argparse.Namespace, registry):
     runtime = RuntimePaths(state_dir, paths.lua_dir(), cert, key)
     if len(str(runtime.socket).encode()) > 100:
         raise StartError(f"--state-dir {state_dir} is too long for a unix socket path")
-    nginx = PatientNginx(NginxFiles(state_dir))
-    return DataPlane(nginx, LuaClient(runtime.socket), runtime, registry, start_nginx=not args.external_nginx,
-                     reload_timeout=NGINX_TIMEOUT)
+    nginx = NginxProcess(NginxFiles(state_dir), timeouts=NGINX_TIMEOUTS)
+    return DataPlane(nginx, LuaClient(runtime.socket), runtime, registry, start_nginx=not args.external_nginx)
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from platformd.common.clock import REAL_CLOCK, Clock
 
-__all__ = ["ConfigTestError", "NginxError", "NginxFiles", "NginxProcess", "ReloadError", "StartError"]
+__all__ = ["ConfigTestError", "NginxError", "NginxFiles", "NginxProcess", "NginxTimeouts", "ReloadError", "StartError"]
 
 NGINX_BINARY = "/usr/sbin/nginx"
 
@@ -53,6 +53,25 @@ class ReloadError(NginxError):
 
 class StartError(NginxError):
     """The master did not come up (or died right away)."""
+
+
+@dataclass(frozen=True)
+class NginxTimeouts:
+    """How long, in seconds, each verb waits for nginx before it gives up.
+
+    Each of the three parses the whole configuration, so the time grows with
+    it: about 1.1 s per 1,000 Ingresses of two paths for ``nginx -t`` on an
+    idle core, twice that for a start or reload (bench/bench_ingress.py), and
+    several times that on a busy node. The defaults
+    suit tests and small sites; the controller passes its own
+    (``main.NGINX_TIMEOUTS``). Giving up early is the worse failure: a
+    configuration nginx would have accepted is reported as refused, and a
+    start that was merely slow leaves every host unserved.
+    """
+
+    test: float = 60.0  # ``nginx -t``; past it, ConfigTestError
+    start: float = 10.0  # until the first workers run; past it, StartError
+    reload: float = 10.0  # until new workers replaced the old ones; past it, ReloadError
 
 
 @dataclass(frozen=True)
@@ -129,11 +148,13 @@ class NginxProcess:
         binary: str = NGINX_BINARY,
         clock: Clock = REAL_CLOCK,
         foreground: bool = True,
+        timeouts: NginxTimeouts = NginxTimeouts(),
     ) -> None:
         self.files = files
         self.binary = binary
         self.clock = clock
         self.foreground = foreground
+        self.timeouts = timeouts
         self._popen: subprocess.Popen | None = None
         self._known_workers: set[int] = set()
 
@@ -186,14 +207,21 @@ class NginxProcess:
     # --- verbs ----------------------------------------------------------
 
     def test_config(self, path: Path | None = None) -> None:
-        """Run ``nginx -t`` on ``path`` (default: the live file)."""
+        """Run ``nginx -t`` on ``path`` (default: the live file).
+
+        Raises ``ConfigTestError`` when nginx refuses it or does not answer
+        within ``timeouts.test`` (then the test is killed).
+        """
         conf = path or self.files.conf
-        result = subprocess.run(
-            [self.binary, "-t", "-q", "-p", str(self.files.state_dir), "-c", str(conf), "-e", str(self.files.error_log)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        try:
+            result = subprocess.run(
+                [self.binary, "-t", "-q", "-p", str(self.files.state_dir), "-c", str(conf), "-e", str(self.files.error_log)],
+                capture_output=True,
+                text=True,
+                timeout=self.timeouts.test,
+            )
+        except subprocess.TimeoutExpired:
+            raise ConfigTestError(f"nginx -t did not finish within {self.timeouts.test:g}s") from None
         if result.returncode != 0:
             raise ConfigTestError(result.stderr or result.stdout)
 
@@ -213,8 +241,12 @@ class NginxProcess:
             raise
         os.replace(candidate, self.files.conf)
 
-    def start(self, timeout: float = 10.0) -> int:
-        """Start the master on the live configuration; returns its pid once workers run."""
+    def start(self, timeout: float | None = None) -> int:
+        """Start the master on the live configuration; returns its pid once workers run.
+
+        Waits ``timeout`` seconds (default ``timeouts.start``), then raises ``StartError``.
+        """
+        timeout = self.timeouts.start if timeout is None else timeout
         if self.master_pid() is not None:
             raise StartError("nginx is already running")
         self.files.prepare()
@@ -226,7 +258,10 @@ class NginxProcess:
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )
         else:
-            result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            try:
+                result = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise StartError(f"nginx did not daemonize within {timeout:g}s") from None
             if result.returncode != 0:
                 raise StartError(f"nginx failed to start: {result.stderr.strip()}")
         deadline = self.clock.monotonic() + timeout
@@ -242,8 +277,10 @@ class NginxProcess:
             self.clock.sleep(0.01)
         raise StartError(f"nginx did not start within {timeout}s: {self._log_tail()}")
 
-    def reload(self, timeout: float = 10.0) -> set[int]:
+    def reload(self, timeout: float | None = None) -> set[int]:
         """SIGHUP the master and wait until new workers replace the old ones.
+
+        Waits ``timeout`` seconds (default ``timeouts.reload``).
 
         Returns the new worker pids. nginx re-reads the file itself; when it
         cannot apply it (e.g. a port it cannot bind) it logs the error and
@@ -252,6 +289,7 @@ class NginxProcess:
         master = self.master_pid()
         if master is None:
             raise ReloadError("nginx is not running")
+        timeout = self.timeouts.reload if timeout is None else timeout
         before = self.worker_pids()
         os.kill(master, signal.SIGHUP)
         deadline = self.clock.monotonic() + timeout

@@ -14,9 +14,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import jinja2
 
@@ -34,10 +36,13 @@ __all__ = [
     "canonical_json",
     "dynamic_sections",
     "general_payload",
+    "per_configuration",
     "render_nginx_conf",
 ]
 
 SECTIONS = ("backends", "certificates", "general")
+
+T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=4)
@@ -147,8 +152,44 @@ class DynamicSection:
     checksum: str
 
 
+def per_configuration(fn: Callable[[Configuration], T]) -> Callable[[Configuration], T]:
+    """Cache ``fn``'s result per Configuration *object* (by identity).
+
+    A Configuration is frozen, so anything computed from it never changes,
+    and decide and the data plane ask about the same objects on every apply
+    (a second or more at 10,000 Ingresses). Keyed by id, not by the
+    Configuration itself, whose hash and equality walk every server and
+    backend. An entry goes when its Configuration is collected
+    (``weakref.finalize``), before its id can be reused. Results are shared:
+    callers must not modify them.
+    """
+    cache: dict[int, T] = {}
+    lock = threading.Lock()
+
+    @functools.wraps(fn)
+    def cached(config: Configuration) -> T:
+        key = id(config)
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        result = fn(config)
+        with lock:
+            if key not in cache:
+                cache[key] = result
+                weakref.finalize(config, cache.pop, key, None)
+        return result
+
+    return cached
+
+
+@per_configuration
 def dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:
-    """The Lua sections for ``config``, in protocol order."""
+    """The Lua sections for ``config``, in protocol order (computed once per object)."""
+    return _dynamic_sections(config)
+
+
+def _dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:
     payloads = {
         "backends": backends_payload(config),
         "certificates": certificates_payload(config),

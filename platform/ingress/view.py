@@ -137,6 +137,11 @@ class LocationView:
     body_size: str
     buffering: str  # "on" / "off"
     host_header: str  # quoted value or the variable $host
+    # False: the proxy_* request headers are exactly the http-level ones
+    # (nginx.conf.j2), so the location inherits them instead of repeating
+    # them; nginx then shares one compiled header table instead of building
+    # one per location. True for gRPC and for a custom Host (upstream-vhost).
+    own_headers: bool
     cors: "CorsView | None"
     hsts: bool  # the server is a TLS host (Server.tls) and HSTS is on (sent on https only)
     lua_access: bool  # render access_by_lua (see lua_phases)
@@ -271,16 +276,16 @@ def _locations(where: str, locations: tuple[Location, ...], host: str, settings:
     regex_host = any(loc.match is PathMatch.REGEX for loc in locations)
     ordered: list[tuple[tuple, LocationView]] = []
     for index, loc in enumerate(locations):
+        hooks = phases.get(loc.backend or "", _PLAIN)
+        # The 503 server the balancer falls back to speaks plain
+        # HTTP/1.1; HTTPS and gRPC upstreams get their 503 from the
+        # access phase instead.
+        access = hooks.access or loc.proxy.protocol is not BackendProtocol.HTTP
         try:
             for match_q, regex_form in _location_matches(loc, exact_paths, regex_host):
                 order = _regex_order(loc) if regex_form else (0, index)
-                view = _location(loc, match_q, host, settings, zones, tls)
-                hooks = phases.get(loc.backend or "", _PLAIN)
-                # The 503 server the balancer falls back to speaks plain
-                # HTTP/1.1; HTTPS and gRPC upstreams get their 503 from the
-                # access phase instead.
-                access = hooks.access or loc.proxy.protocol is not BackendProtocol.HTTP
-                ordered.append((order, replace(view, lua_access=access, lua_log=hooks.log)))
+                ordered.append((order, _location(loc, match_q, host, settings, zones, tls,
+                                                 lua_access=access, lua_log=hooks.log)))
         except v.ValidationError as exc:
             raise exc.within(f"{where}.location[{loc.path}]") from None
     if not any(_is_root_prefix(loc) for loc in locations):
@@ -391,8 +396,13 @@ def _zone_name(kind: str, host: str, path: str) -> str:
 
 
 def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, zones: list[LimitZone],
-              tls: bool) -> LocationView:
+              tls: bool, *, lua_access: bool = False, lua_log: bool = False) -> LocationView:
     module, pass_url = _PASS[loc.proxy.protocol]
+    host_header = (
+        v.quote(v.upstream_vhost("proxy.upstream_vhost", loc.proxy.upstream_vhost))
+        if loc.proxy.upstream_vhost
+        else "$host"
+    )
     timeouts = loc.proxy.timeouts
     limit_req = limit_conn = None
     if loc.rate_limit.rps:
@@ -428,15 +438,12 @@ def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, 
         read_timeout=timeouts.read or settings.timeouts.read,
         body_size=v.size("proxy.body_size", loc.proxy.body_size or settings.body_size),
         buffering="on" if (settings.buffering if loc.proxy.buffering is None else loc.proxy.buffering) else "off",
-        host_header=(
-            v.quote(v.upstream_vhost("proxy.upstream_vhost", loc.proxy.upstream_vhost))
-            if loc.proxy.upstream_vhost
-            else "$host"
-        ),
+        host_header=host_header,
+        own_headers=module != "proxy" or host_header != "$host",
         cors=_cors(loc.cors) if loc.cors is not None else None,
         hsts=tls and settings.tls.hsts.enabled,
-        lua_access=False,
-        lua_log=False,
+        lua_access=lua_access,
+        lua_log=lua_log,
     )
 
 

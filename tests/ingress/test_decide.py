@@ -139,3 +139,28 @@ def test_shape_drops_only_dynamic_parts():
     assert s.backends == () and s.certificates == ()
     assert s.servers[0].tls_certificate is None
     assert s.servers[0].locations == base().servers[0].locations
+
+
+def test_sections_and_shape_are_computed_once_per_configuration():
+    from platformd.ingress.render import dynamic_sections
+
+    config, twin = base(), base()
+    assert dynamic_sections(config) is dynamic_sections(config)
+    assert shape(config) is shape(config)
+    # Equal but distinct objects give equal (not shared) results.
+    assert dynamic_sections(twin) == dynamic_sections(config)
+    assert dynamic_sections(twin) is not dynamic_sections(config)
+    assert decide(config, twin).noop
+
+
+def test_cached_results_go_with_their_configuration():
+    import gc
+    import weakref
+
+    from platformd.ingress.render import dynamic_sections
+
+    config = base()
+    sections = weakref.ref(dynamic_sections(config)[0])
+    del config
+    gc.collect()
+    assert sections() is None

@@ -109,7 +109,7 @@ def test_contract_hooks_are_rendered():
         'balancer_by_lua_block { require("balancer").balance() }',
         'access_by_lua_block { require("balancer").access() }',
         'log_by_lua_block { require("balancer").log() }',
-        'ssl_certificate_by_lua_block { require("certificate").call() }',
+        'ssl_client_hello_by_lua_block { require("certificate").call() }',
         'content_by_lua_block { require("configuration").call() }',
         'listen "unix:/var/lib/platformd/nginx-config.sock";',
         "proxy_pass http://upstream_balancer;",
@@ -373,3 +373,44 @@ def test_lua_hooks_only_where_a_backend_needs_them():
         "sticky": (True, False), "ewma": (True, True), "canary": (True, True),
         "grpc": (True, False),  # the 503 fallback server speaks HTTP/1.1 only
     }
+
+
+def _location_block(text: str, match: str) -> str:
+    return text.split(f"location {match} {{")[1].split("\n        }\n")[0]
+
+
+def test_plain_locations_inherit_the_http_level_proxy_headers():
+    text = render.render_nginx_conf(rich_config(), runtime())
+    http_level = text.split("upstream upstream_balancer")[0]
+    for needle in (
+        "proxy_set_header Host $host;",
+        "proxy_set_header X-Forwarded-For $platform_forwarded_for;",
+        "proxy_set_header Connection $connection_upgrade;",
+        "proxy_http_version 1.1;",
+        "proxy_redirect off;",
+    ):
+        assert needle in http_level, needle
+    servers = text.split("upstream upstream_balancer")[1]
+    assert "proxy_http_version" not in servers and "proxy_redirect" not in servers
+    # A location with its own Host (upstream-vhost) repeats the whole list:
+    # nginx inherits proxy_set_header all or nothing.
+    api = _location_block(text, '~ "^/api(?:/|$)"')
+    assert 'proxy_set_header Host "api.internal";' in api
+    assert "proxy_set_header X-Forwarded-For $platform_forwarded_for;" in api
+    assert "proxy_set_header Upgrade $http_upgrade;" in api
+    # gRPC has its own directives, none at http level.
+    grpc = text.split("grpc_pass grpc://upstream_balancer;")[0].rsplit("location ", 1)[1]
+    assert "grpc_set_header Host $host;" in grpc and "grpc_set_header X-Request-ID $request_id;" in grpc
+    # Every other proxied location sets no request header of its own.
+    for block in servers.split("location ")[1:]:
+        if "proxy_pass" in block and "api.internal" not in block:
+            assert "proxy_set_header" not in block.split("\n        }\n")[0]
+
+
+def test_only_the_default_server_has_a_tls_context():
+    text = render.render_nginx_conf(rich_config(), runtime())
+    catch_all = text.split("server_name _;")[1].split("server {")[0]
+    assert text.count("ssl_certificate ") == 1 and "ssl_certificate " in catch_all
+    assert text.count("ssl_certificate_key ") == 1 and "ssl_certificate_key " in catch_all
+    assert text.count("ssl_client_hello_by_lua_block") == 1 and "ssl_client_hello_by_lua_block" in catch_all
+    assert "ssl_certificate_by_lua_block" not in text
