@@ -129,12 +129,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if doc.get("healthy") else EXIT_UNHEALTHY
 
 
-def _ingress_state(args: argparse.Namespace) -> Path:
-    return (args.state_dir or default_state_dir()) / "ingress"
+def _nginx_files(args: argparse.Namespace):
+    from platformd.ingress.nginx import NginxFiles  # the one place that knows the layout
+
+    return NginxFiles((args.state_dir or default_state_dir()) / "ingress")
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    sock = _ingress_state(args) / "nginx-config.sock"
+    sock = _nginx_files(args).socket
     if not sock.exists():
         raise CtlError(f"no configuration socket at {sock} (is the ingress role running? try --state-dir)")
     transport = httpx.HTTPTransport(uds=str(sock))
@@ -161,7 +163,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_conf(args: argparse.Namespace) -> int:
-    conf = _ingress_state(args) / "nginx.conf"
+    conf = _nginx_files(args).conf
     try:
         sys.stdout.write(conf.read_text())
     except OSError as exc:
