@@ -32,7 +32,22 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts || fail "mounting /dev/pts failed"
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "mounting /dev/shm failed"
 mount -t tmpfs -o mode=755 tmpfs /run || fail "mounting /run failed"
+# A checkout under the host's /tmp (CI clones anywhere) would vanish under
+# the guest's tmpfs: set that one top-level folder aside and bind it back.
+top=""
+case "$job" in
+/tmp/*)
+    rest=${job#/tmp/}
+    top=${rest%%/*}
+    mkdir -p /run/host-tmp
+    mount --bind /tmp /run/host-tmp || fail "setting the host's /tmp aside failed"
+    ;;
+esac
 mount -t tmpfs -o mode=1777 tmpfs /tmp || fail "mounting /tmp failed"
+if [ -n "$top" ]; then
+    mkdir -p "/tmp/$top"
+    mount --bind "/run/host-tmp/$top" "/tmp/$top" || fail "binding the checkout /tmp/$top back failed"
+fi
 # The host's /lib/modules is an empty directory kept as the mount point.
 mount --bind "$(cat "$job/modules")" /lib/modules || fail "bind-mounting the guest modules failed"
 hostname platform-vm
