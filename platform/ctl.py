@@ -130,7 +130,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _nginx_files(args: argparse.Namespace):
-    from platformd.ingress.nginx import NginxFiles  # the one place that knows the layout
+    from platformd.ingress.layout import NginxFiles  # the one place that knows the layout
 
     return NginxFiles((args.state_dir or default_state_dir()) / "ingress")
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from platformd.common.clock import REAL_CLOCK, Clock
+from platformd.ingress.layout import NginxFiles  # re-exported: callers import it from here
 
 __all__ = ["ConfigTestError", "NginxError", "NginxFiles", "NginxProcess", "NginxTimeouts", "ReloadError", "StartError"]
 
@@ -72,37 +73,6 @@ class NginxTimeouts:
     test: float = 60.0  # ``nginx -t``; past it, ConfigTestError
     start: float = 10.0  # until the first workers run; past it, StartError
     reload: float = 10.0  # until new workers replaced the old ones; past it, ReloadError
-
-
-@dataclass(frozen=True)
-class NginxFiles:
-    """The files of one nginx instance, all under ``state_dir``."""
-
-    state_dir: Path
-
-    @property
-    def conf(self) -> Path:
-        return self.state_dir / "nginx.conf"
-
-    @property
-    def candidate(self) -> Path:
-        return self.state_dir / "nginx.conf.candidate"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.state_dir / "nginx.pid"
-
-    @property
-    def error_log(self) -> Path:
-        return self.state_dir / "logs" / "error.log"
-
-    @property
-    def socket(self) -> Path:
-        return self.state_dir / "nginx-config.sock"
-
-    def prepare(self) -> None:
-        for sub in ("logs", "tmp"):
-            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
 
 
 def _title(pid: int) -> str:

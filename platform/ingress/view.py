@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from platformd.ingress import validate as v
+from platformd.ingress.layout import NginxFiles
 from platformd.ingress.model import (
     Backend,
     BackendProtocol,
@@ -73,24 +74,28 @@ class RuntimePaths:
     default_key: Path
 
     @property
+    def files(self) -> NginxFiles:
+        return NginxFiles(self.state_dir)
+
+    @property
     def socket(self) -> Path:
-        return self.state_dir / "nginx-config.sock"
+        return self.files.socket
 
     @property
     def pid_file(self) -> Path:
-        return self.state_dir / "nginx.pid"
+        return self.files.pid_file
 
     @property
     def error_log(self) -> Path:
-        return self.state_dir / "logs" / "error.log"
+        return self.files.error_log
 
     @property
     def access_log(self) -> Path:
-        return self.state_dir / "logs" / "access.log"
+        return self.files.access_log
 
     @property
     def temp_dir(self) -> Path:
-        return self.state_dir / "tmp"
+        return self.files.temp_dir
 
 
 # The internal server answering 503 for requests whose backend is unknown or
