@@ -9,50 +9,21 @@ import pytest
 
 from platformd.common.clock import FakeClock
 from platformd.common.debounce import Debouncer
+from tests.common.loopharness import LoopHarness, wait_for
 
 DELAY, MAX_DELAY = 1.0, 5.0
 
 
-def wait_for(cond, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.002)
-    return cond()
-
-
-class Harness:
+class Harness(LoopHarness):
     def __init__(self, clock, fn=None):
-        self.clock = clock
-        self.calls: list[float] = []
-        self.fn = fn
-        self.debouncer = Debouncer(DELAY, MAX_DELAY, self._fn, clock, name="test")
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.debouncer.loop, args=(self.stop,), daemon=True)
-        self.thread.start()
-        assert clock.block_until_waiters(1)
-
-    def _fn(self):
-        self.calls.append(self.clock.monotonic())
-        if self.fn:
-            self.fn()
+        super().__init__(clock, fn)
+        self.debouncer = Debouncer(DELAY, MAX_DELAY, self.record, clock, name="test")
+        self.run(self.debouncer.loop)
 
     def trigger(self):
         self.debouncer.trigger()
         time.sleep(0.01)  # the loop picks the new due time up
         assert self.clock.block_until_waiters(1)
-
-    def settle(self, calls):
-        assert wait_for(lambda: len(self.calls) >= calls), self.calls
-        time.sleep(0.02)
-        assert self.clock.block_until_waiters(1)
-        assert len(self.calls) == calls, self.calls
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(2)
-        assert not self.thread.is_alive()
 
 
 @pytest.fixture

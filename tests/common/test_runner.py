@@ -9,48 +9,18 @@ import pytest
 
 from platformd.common.clock import FakeClock
 from platformd.common.runner import BoundedFrequencyRunner
+from tests.common.loopharness import LoopHarness, wait_for
 
 MIN, MAX, RETRY = 1.0, 60.0, 5.0
 
 
-def wait_for(cond, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.002)
-    return cond()
-
-
-class Harness:
+class Harness(LoopHarness):
     def __init__(self, clock, fn=None):
-        self.clock = clock
-        self.calls: list[float] = []
-        self.fn = fn
-        self.runner = BoundedFrequencyRunner("test", self._fn, MIN, MAX, RETRY, clock)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.runner.loop, args=(self.stop,), daemon=True)
-
-    def _fn(self):
-        self.calls.append(self.clock.monotonic())
-        if self.fn:
-            self.fn()
+        super().__init__(clock, fn)
+        self.runner = BoundedFrequencyRunner("test", self.record, MIN, MAX, RETRY, clock)
 
     def start(self):
-        self.thread.start()
-        assert self.clock.block_until_waiters(1)
-
-    def settle(self, calls):
-        """Wait until ``calls`` calls happened and the loop is waiting again."""
-        assert wait_for(lambda: len(self.calls) >= calls), self.calls
-        time.sleep(0.02)  # let a wrongly scheduled extra call show up
-        assert self.clock.block_until_waiters(1)
-        assert len(self.calls) == calls, self.calls
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(2)
-        assert not self.thread.is_alive()
+        self.run(self.runner.loop)
 
 
 @pytest.fixture
