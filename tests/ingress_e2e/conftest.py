@@ -60,6 +60,7 @@ class RunningController:
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
         self.exit_code: int | None = None
+        self._controller = None
         self._http = httpx.Client(timeout=10)
         self._https = httpx.Client(timeout=10, verify=False)
         self._thread = threading.Thread(target=self._run, args=(ingress_main,), daemon=True)
@@ -67,14 +68,17 @@ class RunningController:
 
     def _run(self, ingress_main) -> None:
         try:
-            self.exit_code = ingress_main.run(self.args, self.stop_event)
+            self.exit_code = ingress_main.run(self.args, self.stop_event, on_built=self._built)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
+    def _built(self, controller) -> None:
+        self._controller = controller
+
     @property
     def controller(self):
-        """The ``Controller`` this run made (found by its state dir)."""
-        return _find_controller(self)
+        """The ``Controller`` this run made."""
+        return self._controller
 
     def get(self, path: str = "/", host: str | None = None, https: bool = False, **kwargs) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}) or {})
@@ -112,16 +116,6 @@ class RunningController:
     def close(self) -> None:
         self.stop()
         shutil.rmtree(self.state_dir, ignore_errors=True)
-
-
-def _find_controller(running: RunningController):
-    import gc
-
-    from platformd.ingress.controller import Controller
-    for obj in gc.get_objects():
-        if isinstance(obj, Controller) and getattr(obj.plane.runtime, "state_dir", None) == running.args.state_dir.resolve():
-            return obj
-    return None
 
 
 @pytest.fixture
