@@ -13,6 +13,6 @@ Modules, from the outside in:
 * ``iptables``, ``ipsets``, ``sysctls`` -- the fixed parts, as kube-proxy has them.
 * ``health``, ``metrics`` -- ``/healthz``, ``/status`` and ``/metrics``.
 * ``cleanup`` -- ``--cleanup``; ``ipvsview`` -- ``platformctl ipvs``.
-* ``kernel`` -- the one interface to the kernel; ``kernel_linux`` (pyroute2),
+* ``kernel`` -- the one interface to the kernel; ``kernel_linux`` (hand-encoded netlink),
   ``fakekernel`` (in memory), ``dryrun`` (prints), ``counting`` (counts).
 """

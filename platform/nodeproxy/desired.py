@@ -15,8 +15,8 @@ does not depend on event order.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from .kernel import IPSetEntry, RealServer, VirtualServer
 from .translate import EMPTY, ServiceState
@@ -46,20 +46,25 @@ class DesiredState:
     def __init__(self) -> None:
         self._services: dict[str, ServiceState] = {}
         self._owners: dict[VSKey, set[str]] = {}
-        self._address_refs: Counter[str] = Counter()
-        self._entry_refs: Counter[Entry] = Counter()
+        # Plain dicts, not Counters: Counter's missing-key lookup is a Python
+        # call, and every new address and member of a sync passes there.
+        self._address_refs: dict[str, int] = {}
+        self._entry_refs: dict[Entry, int] = {}
 
     def service_keys(self) -> list[str]:
         return list(self._services)
 
-    def set(self, service: str, new: ServiceState) -> Touched:
-        """Replace ``service``'s state (EMPTY removes it) and say what changed."""
+    def set(self, service: str, new: ServiceState, touched: Touched | None = None) -> Touched:
+        """Replace ``service``'s state (EMPTY removes it) and say what changed:
+        added to ``touched`` when given (one Touched for a whole sync rather
+        than one per Service), else in a new one."""
         old = self._services.get(service, EMPTY)
         if new == EMPTY:
             self._services.pop(service, None)
         else:
             self._services[service] = new
-        touched = Touched()
+        if touched is None:
+            touched = Touched()
         for key in old.virtual.keys() | new.virtual.keys():
             if old.virtual.get(key) == new.virtual.get(key):
                 continue
@@ -71,24 +76,10 @@ class DesiredState:
                 owners.discard(service)
                 if not owners:
                     del self._owners[key]
-        for a in old.addresses - new.addresses:
-            self._address_refs[a] -= 1
-            if self._address_refs[a] <= 0:
-                del self._address_refs[a]
-                touched.addresses.add(a)
-        for a in new.addresses - old.addresses:
-            self._address_refs[a] += 1
-            if self._address_refs[a] == 1:
-                touched.addresses.add(a)
-        for e in old.entries - new.entries:
-            self._entry_refs[e] -= 1
-            if self._entry_refs[e] <= 0:
-                del self._entry_refs[e]
-                touched.entries.add(e)
-        for e in new.entries - old.entries:
-            self._entry_refs[e] += 1
-            if self._entry_refs[e] == 1:
-                touched.entries.add(e)
+        _unref(self._address_refs, old.addresses - new.addresses, touched.addresses)
+        _ref(self._address_refs, new.addresses - old.addresses, touched.addresses)
+        _unref(self._entry_refs, old.entries - new.entries, touched.entries)
+        _ref(self._entry_refs, new.entries - old.entries, touched.entries)
         return touched
 
     def virtual(self, key: VSKey) -> tuple[VirtualServer, frozenset[RealServer]] | None:
@@ -106,3 +97,23 @@ class DesiredState:
     def everything(self) -> Touched:
         """Every kernel object some Service asks for."""
         return Touched(set(self._owners), set(self._address_refs), set(self._entry_refs))
+
+
+def _ref(refs: dict, items: Iterable, touched: set) -> None:
+    """Count one more user of each item; the ones that gain their first are touched."""
+    for item in items:
+        count = refs.get(item, 0)
+        refs[item] = count + 1
+        if not count:
+            touched.add(item)
+
+
+def _unref(refs: dict, items: Iterable, touched: set) -> None:
+    """Count one user less of each item; the ones that lose their last are touched."""
+    for item in items:
+        count = refs.get(item, 0) - 1
+        if count > 0:
+            refs[item] = count
+        else:
+            refs.pop(item, None)
+            touched.add(item)

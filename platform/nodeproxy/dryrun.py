@@ -22,7 +22,7 @@ from .kernel import MUTATING_METHODS, IPSetSpec, KernelError, Op, RealServer, Vi
 
 
 def _fmt(value: Any, brief: bool = False) -> str:
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # iptables rule arguments (kernel values are tuples too)
         return shlex.join(value)
     if isinstance(value, VirtualServer) and not brief:
         extra = f" persistence={value.persistence_timeout}s" if value.persistence_timeout else ""
@@ -61,6 +61,10 @@ class DryRunKernel:
     def apply(self, ops: list[Op]) -> list[KernelError | None]:
         """One printed line per op, as if each were called on its own."""
         return apply_one_by_one(self, ops)
+
+    def ensure_iptables_rules(self, rules: list[tuple[str, str, tuple[str, ...]]]) -> list[bool]:
+        """One printed line per rule, as if each were ensured on its own."""
+        return [self.ensure_iptables_rule(table, chain, rule) for table, chain, rule in rules]
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.model, name)

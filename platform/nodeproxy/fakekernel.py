@@ -357,6 +357,11 @@ class FakeKernel:
             rules.insert(0, text)
             return True
 
+    def ensure_iptables_rules(self, rules: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[bool]:
+        with self._lock:
+            self._enter("ensure_iptables_rules")
+        return [self.ensure_iptables_rule(table, chain, rule) for table, chain, rule in rules]
+
     def delete_iptables_rule(self, table: str, chain: str, rule: tuple[str, ...]) -> None:
         with self._lock:
             self._enter("delete_iptables_rule")

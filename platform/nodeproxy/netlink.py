@@ -214,12 +214,15 @@ class NetlinkSocket:
         """Send ``(type, extra flags, payload)`` requests; one errno per request (0 = ok).
 
         Requests are applied in order; a failing one does not stop the rest.
+        Payloads are 4-byte multiples (a family header plus whole attributes
+        always is): the kernel finds each next message at an aligned offset.
         """
         results = [0] * len(requests)
         start = 0
         while start < len(requests):
             end, size = start, 0
-            while end < len(requests) and end - start < self.chunk_messages:
+            limit = min(len(requests), start + self.chunk_messages)
+            while end < limit:
                 size += _HDR.size + len(requests[end][2])
                 if size > CHUNK_BYTES and end > start:
                     break
@@ -234,25 +237,26 @@ class NetlinkSocket:
         # NLM_F_ACK. So only the last message asks for an ack: once it has
         # arrived, every earlier error has been queued before it. Successes
         # then cost no answer at all (one recv per chunk instead of one per
-        # message).
-        seqs: dict[int, int] = {}
-        buf = bytearray()
-        last = end - 1
-        for i in range(start, end):
-            kind, flags, payload = requests[i]
-            seq = self._next_seq()
-            seqs[seq] = i
-            ack = NLM_F_ACK if i == last else 0
-            buf += self.message(kind, NLM_F_REQUEST | ack | flags, seq, payload)
+        # message). Sequence numbers are consecutive within a chunk, so an
+        # answer's sequence number gives its request's index directly.
+        count = end - start
+        if self._seq + count > 0xFFFF_FFFF:
+            self._seq = 0  # never wrap inside a chunk
+        first = self._seq + 1
+        self._seq += count
+        pack, hdr = _HDR.pack, _HDR.size
+        parts = [pack(hdr + len(payload), kind, NLM_F_REQUEST | flags, seq, 0) + payload
+                 for seq, (kind, flags, payload) in enumerate(requests[start:end - 1], first)]
+        kind, flags, payload = requests[end - 1]
+        parts.append(pack(hdr + len(payload), kind, NLM_F_REQUEST | NLM_F_ACK | flags, self._seq, 0) + payload)
         last_seq = self._seq
         self.round_trips += 1
-        self._sock.send(bytes(buf))
+        self._sock.send(b"".join(parts))
         while True:
             for kind, _flags, seq, payload in self._receive():
-                index = seqs.get(seq)
-                if index is None or kind != NLMSG_ERROR:
+                if kind != NLMSG_ERROR or not first <= seq <= last_seq:
                     continue  # a stale answer of an earlier, abandoned exchange
-                results[index] = -struct.unpack_from("=i", payload)[0]
+                results[start + seq - first] = -struct.unpack_from("=i", payload)[0]
                 if seq == last_seq:
                     return
 

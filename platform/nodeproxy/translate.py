@@ -19,9 +19,9 @@ Only IPv4 is handled; IPv6 addresses and FQDN slices are ignored.
 
 from __future__ import annotations
 
-import ipaddress
+import socket
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from . import ipsets
 from .kernel import PROTOCOLS, SCTP, IPSetEntry, RealServer, VirtualServer
@@ -62,10 +62,18 @@ class ServicePort:
 
 
 def _is_ipv4(value: object) -> bool:
-    try:
-        return isinstance(value, str) and ipaddress.ip_address(value).version == 4
-    except ValueError:
+    """A dotted quad, strictly (no leading zeros, exactly four parts).
+
+    ``inet_pton`` accepts exactly what ``ipaddress.ip_address`` accepts as
+    IPv4 but in C: ~40 times faster, and every endpoint address passes here.
+    """
+    if not isinstance(value, str):
         return False
+    try:
+        socket.inet_pton(socket.AF_INET, value)
+    except (OSError, ValueError):  # ValueError: an embedded NUL
+        return False
+    return True
 
 
 def object_key(obj: dict) -> str:
@@ -120,8 +128,10 @@ def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     return tuple(sorted(result, key=lambda sp: (sp.name, sp.protocol, sp.port)))
 
 
-@dataclass(frozen=True)
-class SliceEndpoint:
+class SliceEndpoint(NamedTuple):
+    """One address of a slice endpoint. A named tuple, like :class:`Endpoint`:
+    one per endpoint, made by the ten thousand (see ``kernel.py``'s values)."""
+
     address: str
     ready: bool
     serving: bool
@@ -164,8 +174,9 @@ def parse_slice(obj: dict | None) -> SliceInfo | None:
 # --- stage 2: endpoint selection ---------------------------------------------
 
 
-@dataclass(frozen=True, order=True)
-class Endpoint:
+class Endpoint(NamedTuple):
+    """One endpoint of one Service port; ordered by address, then port."""
+
     address: str
     port: int
     ready: bool = True
@@ -183,10 +194,11 @@ def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -
             if name != sp.name or protocol != sp.protocol:
                 continue
             for e in sl.endpoints:
-                ep = Endpoint(e.address, port, e.ready, e.serving, e.terminating, e.node_name == hostname)
-                old = found.get((ep.address, ep.port))
-                if old is None or (ep.ready and not old.ready):
-                    found[(ep.address, ep.port)] = ep
+                key = (e.address, port)
+                old = found.get(key)
+                if old is None or (e.ready and not old.ready):
+                    found[key] = Endpoint(e.address, port, e.ready, e.serving, e.terminating,
+                                          e.node_name == hostname)
     return sorted(found.values())
 
 
@@ -198,6 +210,8 @@ def _usable(eps: list[Endpoint]) -> list[Endpoint]:
 def select_endpoints(sp: ServicePort, eps: list[Endpoint]) -> tuple[list[Endpoint], list[Endpoint]]:
     """(endpoints for cluster traffic, endpoints for external traffic)."""
     everywhere = _usable(eps)
+    if not (sp.internal_local or sp.external_local):
+        return everywhere, everywhere
     local = _usable([e for e in eps if e.local])
     return (local if sp.internal_local else everywhere,
             local if sp.external_local else everywhere)
@@ -219,7 +233,7 @@ EMPTY = ServiceState()
 
 
 def _reals(eps: list[Endpoint]) -> frozenset[RealServer]:
-    return frozenset(RealServer(e.address, e.port, 1) for e in eps)
+    return frozenset([RealServer(e.address, e.port, 1) for e in eps])
 
 
 def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], opts: Options) -> ServiceState:
@@ -234,33 +248,35 @@ def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], o
         eps = endpoints_for(sp, slices, opts.hostname)
         cluster_eps, external_eps = select_endpoints(sp, eps)
         proto = sp.protocol.lower()
+        cluster_reals = _reals(cluster_eps)
+        external_reals = cluster_reals if external_eps is cluster_eps else _reals(external_eps)
 
-        def serve(address: str, port: int, eps: list[Endpoint]) -> None:
+        def serve(address: str, port: int, reals: frozenset[RealServer]) -> None:
             vs = VirtualServer(sp.protocol, address, port, opts.scheduler, sp.affinity_timeout)
-            virtual[vs.key] = (vs, _reals(eps))
+            virtual[(sp.protocol, address, port)] = (vs, reals)
 
         for ip in sp.cluster_ips:
-            serve(ip, sp.port, cluster_eps)
+            serve(ip, sp.port, cluster_reals)
             addresses.add(ip)
             entries.add((ipsets.CLUSTER_IP, IPSetEntry(ip, proto, sp.port)))
         for ip in sp.external_ips:
-            serve(ip, sp.port, external_eps)
+            serve(ip, sp.port, external_reals)
             addresses.add(ip)
             name = ipsets.EXTERNAL_IP_LOCAL if sp.external_local else ipsets.EXTERNAL_IP
             entries.add((name, IPSetEntry(ip, proto, sp.port)))
         for ip in sp.load_balancer_ips:
-            serve(ip, sp.port, external_eps)
+            serve(ip, sp.port, external_reals)
             addresses.add(ip)
             entries.add((ipsets.LOAD_BALANCER, IPSetEntry(ip, proto, sp.port)))
             if sp.external_local:
                 entries.add((ipsets.LOAD_BALANCER_LOCAL, IPSetEntry(ip, proto, sp.port)))
         if sp.node_port:
             for ip in opts.node_ips:
-                serve(ip, sp.node_port, external_eps)
+                serve(ip, sp.node_port, external_reals)
             entries.update(_node_port_entries(sp, opts.node_ips))
-        for e in {*cluster_eps, *external_eps}:
-            if e.local:  # hairpin: an endpoint reaching itself through the service
-                entries.add((ipsets.LOOP_BACK, IPSetEntry(e.address, proto, e.port, e.address)))
+        for e in {e for e in (*cluster_eps, *external_eps) if e.local}:
+            # hairpin: an endpoint reaching itself through the service
+            entries.add((ipsets.LOOP_BACK, IPSetEntry(e.address, proto, e.port, e.address)))
     return ServiceState(virtual, frozenset(addresses), frozenset(entries))
 
 

@@ -330,6 +330,23 @@ def test_ensure_and_delete_one_iptables_rule(kernel):
         kernel.ensure_iptables_rule("nat", "NOSUCHCHAIN", rule)
 
 
+def test_ensure_iptables_rules_reads_the_rules_once_and_inserts_only_the_missing(kernel):
+    rule = ("-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
+    kernel.restore_iptables(RULES)
+    # A jump to the same target spelled otherwise is not ours: ours is added too.
+    sh("iptables", "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-SERVICES")
+    rules = [("nat", "OUTPUT", rule), ("nat", "PREROUTING", rule)]
+    assert kernel.ensure_iptables_rules(rules) == [True, True]
+    before = kernel.round_trips
+    assert kernel.ensure_iptables_rules(rules) == [False, False]
+    assert kernel.round_trips - before == 1  # one iptables-save, no probe per rule
+    saved = sh("iptables-save", "-t", "nat")
+    assert saved.count('-m comment --comment "kubernetes service portals" -j KUBE-SERVICES') == 2
+    assert "-A PREROUTING -j KUBE-SERVICES" in saved
+    with pytest.raises(NotFound):
+        kernel.ensure_iptables_rules([("nat", "NOSUCHCHAIN", rule)])
+
+
 # -- sysctl and conntrack -----------------------------------------------------------------
 
 
