@@ -23,7 +23,12 @@ How it behaves:
 - Kinds we do not know (not in ``resources.ALL``) are skipped silently;
   a folder may well hold Deployments next to our Ingresses.
 - The same object in two files: the first file in name order wins, and the
-  duplicate is reported.
+  duplicate is reported (when either file changes).
+- A scan costs a stat per file plus work in proportion to the files that
+  changed: each object id keeps the sorted list of files that define it, so
+  only the objects of changed files are re-decided and compared. At 50,000
+  objects with a 20 ms poll, re-merging the whole folder on every scan would
+  keep a core busy and delay every event by the merge.
 - Watches see the events since the given resourceVersion; a version older
   than the kept history (``history_limit`` events) gets ``ResourceExpired``,
   so reflectors relist exactly as they would against an API server.
@@ -144,6 +149,12 @@ class _FileState:
     fingerprint: tuple[int, int, int]  # (mtime_ns, size, inode)
     objects: list[tuple[Resource, dict]] = field(default_factory=list)  # last good parse
     error: str | None = None  # problem with the current content, if any
+    by_id: dict[_ObjectId, dict] = field(init=False, repr=False)  # first of each id in this file
+
+    def __post_init__(self) -> None:
+        self.by_id = {}
+        for resource, manifest in self.objects:
+            self.by_id.setdefault((resource, _key(manifest)), manifest)
 
 
 @dataclass(frozen=True)
@@ -171,6 +182,8 @@ class FileSource:
         self._scan_lock = threading.Lock()  # one scan at a time
         self._start_lock = threading.Lock()
         self._files: dict[str, _FileState] = {}
+        # Files defining each object, sorted by path: the first one wins.
+        self._owners: dict[_ObjectId, list[str]] = {}
         self._manifests: dict[_ObjectId, dict] = {}  # as parsed, to detect changes
         self._objects: dict[_ObjectId, dict] = {}  # as served (with rv and uid)
         self._resource_version = 0
@@ -215,10 +228,14 @@ class FileSource:
         """Read the folder once and publish what changed."""
         with self._scan_lock:
             files = self._read_folder()
+            if files is None:
+                return
             with self._lock:
-                if files is not None:
-                    self._files = files
-                self._publish(self._merge())
+                previous, self._files = self._files, files
+                # _read_folder keeps the state object of an unchanged file.
+                changed = sorted(p for p in previous.keys() | files.keys() if previous.get(p) is not files.get(p))
+                if changed:
+                    self._publish(self._reassign(previous, changed))
 
     def close(self) -> None:
         self._closed.set()
@@ -289,26 +306,42 @@ class FileSource:
             log.info("%s is valid again", path)
         return _FileState(fingerprint, objects)
 
-    def _merge(self) -> dict[_ObjectId, dict]:
-        """The manifests of all files, first file (by name) winning duplicates."""
-        merged: dict[_ObjectId, dict] = {}
-        origin: dict[_ObjectId, str] = {}
-        for path, state in self._files.items():
-            for resource, manifest in state.objects:
-                object_id = (resource, _key(manifest))
-                if object_id in merged:
-                    if origin[object_id] != path:
-                        log.warning("%s: %s %s is also defined in %s; using that one",
-                                    path, resource.kind, object_id[1], origin[object_id])
-                    continue
-                merged[object_id] = manifest
-                origin[object_id] = path
-        return merged
+    def _reassign(self, previous: dict[str, _FileState], changed: list[str]) -> dict[_ObjectId, None]:
+        """Update ``_owners`` for the ``changed`` files; the object ids they touch (lock held)."""
+        affected: dict[_ObjectId, None] = {}  # ordered: events follow file and document order
+        for path in changed:
+            old, new = previous.get(path), self._files.get(path)
+            before = old.by_id if old is not None else {}
+            after = new.by_id if new is not None else {}
+            for object_id in before.keys() - after.keys():
+                owners = self._owners[object_id]
+                owners.remove(path)
+                if not owners:
+                    del self._owners[object_id]
+            for object_id in after:
+                if object_id not in before:
+                    bisect.insort(self._owners.setdefault(object_id, []), path)
+            affected.update(dict.fromkeys(before))
+            affected.update(dict.fromkeys(after))
+        for object_id in affected:
+            owners = self._owners.get(object_id)
+            if owners is not None and len(owners) > 1:
+                for other in owners[1:]:
+                    log.warning("%s: %s %s is also defined in %s; using that one",
+                                other, object_id[0].kind, object_id[1], owners[0])
+        return affected
 
-    def _publish(self, manifests: dict[_ObjectId, dict]) -> None:
-        """Turn the difference to what is served into events (lock held)."""
+    def _publish(self, affected: dict[_ObjectId, None]) -> None:
+        """Turn the difference to what is served for ``affected`` into events (lock held)."""
         changes = 0
-        for object_id, manifest in manifests.items():
+        for object_id in affected:
+            owners = self._owners.get(object_id)
+            if owners is None:
+                if object_id in self._objects:
+                    self._delete(object_id)
+                    changes += 1
+                continue
+            manifest = self._files[owners[0]].by_id[object_id]
             old = self._manifests.get(object_id)
             if old is not None and old == manifest:
                 continue
@@ -326,16 +359,16 @@ class FileSource:
             self._objects[object_id] = obj
             self._record(object_id[0], MODIFIED if served is not None else ADDED, obj)
             changes += 1
-        for object_id in [i for i in self._objects if i not in manifests]:
-            served = self._objects.pop(object_id)
-            del self._manifests[object_id]
-            self._resource_version += 1
-            obj = {**served, "metadata": {**served["metadata"],
-                                          "resourceVersion": str(self._resource_version)}}
-            self._record(object_id[0], DELETED, obj)
-            changes += 1
         if changes:
             self._changed.notify_all()
+
+    def _delete(self, object_id: _ObjectId) -> None:
+        served = self._objects.pop(object_id)
+        del self._manifests[object_id]
+        self._resource_version += 1
+        obj = {**served, "metadata": {**served["metadata"],
+                                      "resourceVersion": str(self._resource_version)}}
+        self._record(object_id[0], DELETED, obj)
 
     def _record(self, resource: Resource, kind: str, obj: dict) -> None:
         self._history.append(_Change(self._resource_version, resource, kind, obj))

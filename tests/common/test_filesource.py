@@ -232,3 +232,43 @@ def test_duplicate_objects_first_file_wins(watched, caplog):
     assert view.ports() == {"a": 80}
     os.remove(folder / "a.yaml")
     assert eventually(lambda: view.ports() == {"a": 9})
+
+
+def test_an_earlier_file_takes_over_a_duplicate_and_hands_it_back(tmp_path):
+    write(tmp_path / "m.yaml", SERVICE.format(name="a", port=80) + "---\n" + SERVICE.format(name="b", port=81))
+    source = FileSource(str(tmp_path))
+    source.scan()
+    ports = lambda: {o["metadata"]["name"]: o["spec"]["ports"][0]["port"]  # noqa: E731
+                     for o in source.list(SERVICES, None).items}
+    assert ports() == {"a": 80, "b": 81}
+    uid = source.list(SERVICES, None).items[0]["metadata"]["uid"]
+    write(tmp_path / "a.yaml", SERVICE.format(name="a", port=9))  # sorts first: wins
+    source.scan()
+    assert ports() == {"a": 9, "b": 81}
+    os.remove(tmp_path / "a.yaml")
+    source.scan()
+    assert ports() == {"a": 80, "b": 81}
+    assert source.list(SERVICES, None).items[0]["metadata"]["uid"] == uid  # never deleted meanwhile
+    os.remove(tmp_path / "m.yaml")
+    source.scan()
+    assert ports() == {}
+    source.close()
+
+
+def test_a_scan_touches_only_the_objects_of_changed_files(tmp_path):
+    big = "---\n".join(SERVICE.format(name=f"s{i}", port=80) for i in range(50))
+    write(tmp_path / "big.yaml", big)
+    write(tmp_path / "small.yaml", SERVICE.format(name="x", port=1))
+    source = FileSource(str(tmp_path))
+    source.scan()
+    version = int(source.list(SERVICES, None).resource_version)
+    compared = []
+    original = source._reassign
+    source._reassign = lambda previous, changed: compared.extend(original(previous, changed)) or dict.fromkeys(compared)
+    source.scan()  # nothing changed
+    assert compared == []
+    write(tmp_path / "small.yaml", SERVICE.format(name="x", port=2))
+    source.scan()
+    assert [object_id[1] for object_id in compared] == ["default/x"]
+    assert int(source.list(SERVICES, None).resource_version) == version + 1
+    source.close()
