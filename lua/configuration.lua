@@ -6,9 +6,16 @@
 --        force afterwards (ours, unless a later-numbered POST won a race), so
 --        the client can confirm without a GET; 400 invalid JSON or schema (nothing changes);
 --        413 body over MAX_BODY_BYTES; 507 does not fit the shared dict.
+--   POST /configuration/backends    body {"checksum", "base": "<hex>",
+--        "upsert": [backend...], "remove": [name...]}: a delta on top of the
+--        version whose checksum is `base`. Validated as strictly as a full
+--        payload (400, nothing changes); 409 when `base` is not the checksum
+--        in force or the chain of deltas is MAX_CHAIN long (the client then
+--        posts the whole set); else as a full POST.
 --   GET  /configuration/<section>   {"version": N, "checksum": ..., "data": ...}
 --        (certificates: data is {"servers": {host: id}, "default": id},
---        never PEMs). Before the first POST: version 0, checksum/data null.
+--        never PEMs; backends: the whole current set, deltas merged in).
+--        Before the first POST: version 0, checksum/data null.
 --   GET  /configuration             {"<section>": {"checksum", "version"}, ...}
 -- Requests that do not come from the unix socket or loopback get 403, as a
 -- second line of defence should a template ever expose this location.
@@ -20,12 +27,22 @@
 --                        (certificates: {"checksum", "data": {servers, default}})
 --   "<section>#<v>"      checksum of version v
 --   "certificates!<v>"   newline-separated certificate ids of version v
+--   "backends^<v>"       the chain of version v: "<base> <delta> ... <v>",
+--                        base = the last full POST ("backends@<base>"),
+--                        each delta d stored as "backends~<d>" (its body)
 --   "<v>:<cert id>"      (in platform_certificates) PEM of a certificate of v
 -- A POST writes everything of version v under new keys first and only then
 -- moves "<section>:version" to v, then deletes the keys of the old version.
 -- So a failed write (e.g. dict full) leaves the running version untouched,
 -- and a reader sees one whole version: it reads ":version" and then "@<v>";
 -- if that key was just deleted by a newer POST it re-reads the version.
+-- Backends keep a base plus a chain of deltas, so an endpoint change costs
+-- each worker a decode of the change, not of 20,000 backends: a worker that
+-- knows a version of the chain applies only the deltas after it
+-- (`backends_since`); a fresh worker, or one whose version is no longer in
+-- the chain, reads the base and the whole chain. A delta keeps the chain's
+-- keys and deletes only the previous version's "#" and "^"; a full POST
+-- deletes the previous base and chain once it is in force.
 -- POSTs of one section are expected one at a time (the controller serialises
 -- them); two concurrent POSTs end with the later-numbered one in force.
 local cjson = require("cjson.safe")
@@ -37,7 +54,11 @@ local M = {}
 -- internal server in templates/nginx.conf.j2. 32 MiB keeps two versions of
 -- the largest payload inside the 64 MiB dict during a swap.
 M.MAX_BODY_BYTES = 32 * 1024 * 1024
-M.SECTIONS = { backends = true, certificates = true, general = true }
+M.SECTIONS = { backends = true, certificates = true, general = true, routes = true }
+-- Longest chain of deltas a base carries (409 beyond: post the whole set).
+-- The client compacts well before this (platformd.ingress.render,
+-- COMPACT_AFTER); this only bounds what a fresh worker has to replay.
+M.MAX_CHAIN = 64
 
 local config = ngx.shared.platform_configuration
 local pems = ngx.shared.platform_certificates
@@ -111,20 +132,113 @@ local function read_raw(section)
   return 0, nil, nil
 end
 
---- `version, backends` where backends is the normalised list (util/schema).
+--- `version, chain` of the backends in force: chain is the list of version
+-- numbers from the base to `version` (nil when none).
+local function read_chain()
+  for _ = 1, 3 do
+    local version = M.version("backends")
+    if version == 0 then
+      return 0, nil
+    end
+    local raw = config:get("backends^" .. version)
+    if raw ~= nil then
+      local chain = {}
+      for v in raw:gmatch("%d+") do
+        chain[#chain + 1] = tonumber(v)
+      end
+      return version, chain
+    end
+    -- Deleted by a newer POST between the two reads: try again.
+  end
+  return 0, nil
+end
+
+local function decode_delta(version)
+  local raw = config:get("backends~" .. version)
+  local body = raw and cjson.decode(raw)
+  return body and schema.validate_backends_delta(body, SCHEMA_DEPS)
+end
+
+local function decode_base(version)
+  local raw = config:get("backends@" .. version)
+  local body = raw and cjson.decode(raw)
+  return body and schema.validate_backends(body.data, SCHEMA_DEPS)
+end
+
+--- The normalised deltas of `chain` after position `from`; nil if one is gone.
+local function deltas_after(chain, from)
+  local deltas = {}
+  for i = from + 1, #chain do
+    local delta = decode_delta(chain[i])
+    if delta == nil then
+      return nil
+    end
+    deltas[#deltas + 1] = delta
+  end
+  return deltas
+end
+
+--- `version, backends, deltas` for a worker that holds version `known`.
+-- When `known` is in the chain in force: backends nil and `deltas` the
+-- normalised deltas after it, oldest first ({upsert = {...}, remove = {...}}).
+-- Else `backends` is the whole normalised list and deltas nil.
+function M.backends_since(known)
+  for _ = 1, 3 do
+    local version, chain = read_chain()
+    if chain == nil then
+      return version, {}
+    end
+    for i = #chain, 1, -1 do
+      if chain[i] == known then
+        local deltas = deltas_after(chain, i)
+        if deltas ~= nil then
+          return version, nil, deltas
+        end
+        break -- compacted meanwhile: read it all
+      end
+    end
+    local base = decode_base(chain[1])
+    local deltas = base and deltas_after(chain, 1)
+    if deltas ~= nil then
+      local index = {}
+      for i, backend in ipairs(base) do
+        index[backend.name] = i
+      end
+      for _, delta in ipairs(deltas) do
+        for _, name in ipairs(delta.remove) do
+          if index[name] then
+            base[index[name]] = false
+            index[name] = nil
+          end
+        end
+        for _, backend in ipairs(delta.upsert) do
+          local at = index[backend.name]
+          if at == nil then
+            at = #base + 1
+            index[backend.name] = at
+          end
+          base[at] = backend
+        end
+      end
+      local list = {}
+      for _, backend in ipairs(base) do
+        if backend then
+          list[#list + 1] = backend
+        end
+      end
+      return version, list
+    end
+    -- A newer POST replaced the chain while we read it: read again.
+  end
+  -- Cannot happen for bodies that passed the POST; never route on garbage.
+  ngx.log(ngx.ERR, "backends in force cannot be read")
+  return M.version("backends"), {}
+end
+
+--- `version, backends` where backends is the whole normalised list (util/schema).
 function M.backends()
-  local version, raw = read_raw("backends")
-  if raw == nil then
-    return version, {}
-  end
-  local body = cjson.decode(raw)
-  local backends = body and schema.validate_backends(body.data, SCHEMA_DEPS)
-  if backends == nil then
-    -- Cannot happen for a body that passed the POST; never route on garbage.
-    ngx.log(ngx.ERR, "stored backends version ", version, " does not validate")
-    return version, {}
-  end
-  return version, backends
+  local version, list = M.backends_since(nil)
+  return version, list
 end
 
 --- `version, {servers = {host = id}, default = id|nil}, pem(id) -> string|nil`.
@@ -148,6 +262,15 @@ function M.general()
   local version, raw = read_raw("general")
   if raw == nil then
     return version, {}
+  end
+  return version, cjson.decode(raw).data
+end
+
+--- `version, routes` as posted (util/schema validate_routes), nil when none.
+function M.routes()
+  local version, raw = read_raw("routes")
+  if raw == nil then
+    return version, nil
   end
   return version, cjson.decode(raw).data
 end
@@ -291,10 +414,101 @@ local function store_certificates(version, certificates, checksum)
   return true
 end
 
+-- Backends: a full POST starts a new chain; its publish drops the old one.
+local function store_backends(version, raw, checksum)
+  local function undo()
+    config:delete("backends@" .. version)
+    config:delete("backends#" .. version)
+  end
+  local ok, err = config:safe_set("backends@" .. version, raw)
+  if ok then
+    ok, err = config:safe_set("backends#" .. version, checksum)
+  end
+  if ok then
+    ok, err = config:safe_set("backends^" .. version, tostring(version))
+  end
+  if not ok then
+    undo()
+    return nil, err
+  end
+  local _, previous_chain = read_chain()
+  publish("backends", version, function(obsolete)
+    local chain = obsolete == version and { version } or previous_chain or {}
+    config:delete("backends^" .. obsolete)
+    for i, v in ipairs(chain) do
+      config:delete((i == 1 and "backends@" or "backends~") .. v)
+    end
+  end)
+  return true
+end
+
+-- A delta on top of `in_force` (whose chain is `chain`): keeps the chain.
+local function store_backends_delta(version, raw, checksum, in_force, chain)
+  local ok, err = config:safe_set("backends~" .. version, raw)
+  if ok then
+    ok, err = config:safe_set("backends#" .. version, checksum)
+  end
+  if ok then
+    ok, err = config:safe_set("backends^" .. version, table.concat(chain, " ") .. " " .. version)
+  end
+  if not ok or M.version("backends") ~= in_force then
+    -- Full dict, or another POST won meanwhile: our base is gone.
+    config:delete("backends~" .. version)
+    config:delete("backends#" .. version)
+    config:delete("backends^" .. version)
+    return nil, err or "conflict"
+  end
+  -- Not `publish`: the chain (and the base) of the previous version stay.
+  config:replace("backends:version", version)
+  config:delete("backends#" .. in_force)
+  config:delete("backends^" .. in_force)
+  return true
+end
+
+local function in_force_answer(section)
+  -- The checksum key alone: no need to copy the payload out of the dict.
+  local in_force = M.version(section)
+  local in_force_checksum = config:get(section .. "#" .. in_force)
+  return respond(201, { checksum = in_force_checksum or cjson.null, version = in_force })
+end
+
+local function post_delta(raw, body)
+  if type(body.base) ~= "string" or not body.base:match("^%x+$") then
+    return respond(400, { error = "base: must be a hex string" })
+  end
+  local delta, err = schema.validate_backends_delta(body, SCHEMA_DEPS)
+  if delta == nil then
+    return respond(400, { error = err })
+  end
+  local in_force, chain = read_chain()
+  local current = chain and config:get("backends#" .. in_force)
+  if current ~= body.base then
+    return respond(409, { error = "base is not the checksum in force", checksum = current or cjson.null })
+  end
+  if #chain > M.MAX_CHAIN then
+    return respond(409, { error = "chain of deltas too long; post the whole set", checksum = current })
+  end
+  local version = config:incr("backends:seq", 1)
+  if version == nil then
+    return respond(500, { error = "configuration counters missing; was platform.init() run?" })
+  end
+  local ok
+  ok, err = store_backends_delta(version, raw, body.checksum, in_force, chain)
+  if not ok then
+    if err == "conflict" then
+      return respond(409, { error = "another POST replaced the base meanwhile" })
+    end
+    ngx.log(ngx.ERR, "storing backends delta version ", version, " failed: ", err)
+    return respond(dict_error(err), { error = "cannot store: " .. tostring(err) })
+  end
+  return in_force_answer("backends")
+end
+
 local VALIDATORS = {
   backends = schema.validate_backends,
   certificates = schema.validate_certificates,
   general = schema.validate_general,
+  routes = schema.validate_routes,
 }
 
 local function post(section)
@@ -309,6 +523,9 @@ local function post(section)
   end
   if type(body.checksum) ~= "string" or not body.checksum:match("^%x+$") then
     return respond(400, { error = "checksum: must be a hex string" })
+  end
+  if section == "backends" and body.base ~= nil then
+    return post_delta(raw, body)
   end
   if body.data == nil then
     return respond(400, { error = "data: missing" })
@@ -325,6 +542,8 @@ local function post(section)
   local ok
   if section == "certificates" then
     ok, err = store_certificates(version, data, body.checksum)
+  elseif section == "backends" then
+    ok, err = store_backends(version, raw, body.checksum)
   else
     ok, err = store_plain(section, version, raw, body.checksum)
   end
@@ -332,13 +551,72 @@ local function post(section)
     ngx.log(ngx.ERR, "storing ", section, " version ", version, " failed: ", err)
     return respond(dict_error(err), { error = "cannot store: " .. tostring(err) })
   end
-  -- The checksum key alone: no need to copy the payload out of the dict.
-  local in_force = M.version(section)
-  local in_force_checksum = config:get(section .. "#" .. in_force)
-  return respond(201, { checksum = in_force_checksum or cjson.null, version = in_force })
+  return in_force_answer(section)
+end
+
+-- cjson encodes an empty table as {}; the arrays of a backend must stay
+-- arrays. The pattern cannot match inside a JSON string (quotes there are
+-- escaped), and the schema makes these two fields arrays.
+local function encode_backend(backend)
+  return (cjson.encode(backend):gsub('"endpoints":{}', '"endpoints":[]')
+    :gsub('"alternative_backends":{}', '"alternative_backends":[]'))
+end
+
+--- GET of backends with deltas in force: the base merged with the chain,
+-- sorted by name, as stored (not normalised). Diagnostics only, so the
+-- cost of a decode and encode of the whole set is fine here.
+local function get_backends()
+  for _ = 1, 3 do
+    local version, chain = read_chain()
+    local checksum = chain and config:get("backends#" .. version)
+    if chain == nil then
+      break
+    end
+    local raw = config:get("backends@" .. chain[1])
+    if raw ~= nil and #chain == 1 then
+      return respond(200, '{"version":' .. version .. "," .. raw:sub(2))
+    end
+    local base = raw and cjson.decode(raw)
+    local by_name, complete = {}, base ~= nil and checksum ~= nil
+    for _, backend in ipairs(base and base.data or {}) do
+      by_name[backend.name] = backend
+    end
+    for i = 2, #chain do
+      local delta_raw = config:get("backends~" .. chain[i])
+      local delta = delta_raw and cjson.decode(delta_raw)
+      if delta == nil then
+        complete = false
+        break
+      end
+      for _, name in ipairs(delta.remove) do
+        by_name[name] = nil
+      end
+      for _, backend in ipairs(delta.upsert) do
+        by_name[backend.name] = backend
+      end
+    end
+    if complete then
+      local names = {}
+      for name in pairs(by_name) do
+        names[#names + 1] = name
+      end
+      table.sort(names)
+      local data = {}
+      for i, name in ipairs(names) do
+        data[i] = encode_backend(by_name[name])
+      end
+      return respond(200, '{"version":' .. version .. ',"checksum":' .. cjson.encode(checksum)
+        .. ',"data":[' .. table.concat(data, ",") .. "]}")
+    end
+    -- A newer POST replaced the chain while we read it: read again.
+  end
+  return respond(200, { version = 0, checksum = cjson.null, data = cjson.null })
 end
 
 local function get(section)
+  if section == "backends" then
+    return get_backends()
+  end
   local version, raw = read_raw(section)
   if raw == nil then
     return respond(200, { version = 0, checksum = cjson.null, data = cjson.null })
@@ -351,8 +629,17 @@ end
 local function summary()
   local out = {}
   for section in pairs(M.SECTIONS) do
-    local version, raw, checksum = read_raw(section)
-    out[section] = { version = version, checksum = raw and checksum or cjson.null }
+    -- "#<v>" exists exactly as long as v may be in force (written before,
+    -- deleted after the switch); a miss means a newer POST: read again.
+    local version, checksum = 0, nil
+    for _ = 1, 3 do
+      version = M.version(section)
+      checksum = version > 0 and config:get(section .. "#" .. version) or nil
+      if version == 0 or checksum ~= nil then
+        break
+      end
+    end
+    out[section] = { version = checksum and version or 0, checksum = checksum or cjson.null }
   end
   return respond(200, out)
 end

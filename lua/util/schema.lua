@@ -279,6 +279,38 @@ function M.validate_backends(data, deps)
   end)
 end
 
+--- A backends delta: `body` is the whole POST body
+-- `{"checksum", "base", "upsert": [backend...], "remove": [name...]}`.
+-- Returns `{upsert = {normalised backends}, remove = {names}}`. Upserted
+-- backends are checked exactly as in a full payload; a name may not be both
+-- upserted and removed (the result would depend on the order of applying).
+function M.validate_backends_delta(body, deps)
+  local upsert, err = M.validate_backends(body.upsert, deps)
+  if upsert == nil then
+    return nil, "upsert" .. err:sub(5) -- "data[1].x: ..." -> "upsert[1].x: ..."
+  end
+  return protect(function()
+    local remove, upserted = {}, {}
+    for _, backend in ipairs(upsert) do
+      upserted[backend.name] = true
+    end
+    local names = body.remove
+    if not is_array(names) then
+      fail("remove", "must be an array of backend names")
+    end
+    for i, name in ipairs(names) do
+      if type(name) ~= "string" or not name:match(NAME) then
+        fail("remove[" .. i .. "]", "must be a backend name")
+      end
+      if upserted[name] then
+        fail("remove[" .. i .. "]", "\"" .. name .. "\" is also upserted")
+      end
+      remove[i] = name
+    end
+    return { upsert = upsert, remove = remove }
+  end)
+end
+
 --- `data`: `{servers = {host = id}, certificates = {id = pem}, default = id|null}`.
 function M.validate_certificates(data, deps)
   return protect(function()
@@ -333,6 +365,97 @@ function M.validate_general(data, deps)
       fail("data", "must be an object")
     end
     return data
+  end)
+end
+
+-- A literal URL path as the controller validates it (validate._PATH).
+local ROUTE_PATH = "^/[%w%._~!&%(%)%*%+,=:@%%/%-]*$"
+local ROUTE_MATCHES = { exact = true, prefix = true }
+local REDIRECT_CODES = { [301] = true, [302] = true, [307] = true, [308] = true }
+
+local function required(obj, field, path, deps, read, ...)
+  local value = read(obj, field, path, deps, ...)
+  if value == nil then
+    fail(path .. "." .. field, "missing")
+  end
+  return value
+end
+
+local function check_route(value, path, deps)
+  if type(value) ~= "table" then
+    fail(path, "must be an object")
+  end
+  local route = {
+    path = required(value, "path", path, deps, opt_string),
+    match = required(value, "match", path, deps, opt_string),
+    backend = required(value, "backend", path, deps, opt_string),
+    ssl_redirect = required(value, "ssl_redirect", path, deps, opt_boolean),
+  }
+  if #route.path > 1024 or not route.path:match(ROUTE_PATH) then
+    fail(path .. ".path", "must be a URL path starting with '/'")
+  end
+  if not ROUTE_MATCHES[route.match] then
+    fail(path .. ".match", "must be \"exact\" or \"prefix\"")
+  end
+  if route.match == "prefix" and route.path ~= "/" and route.path:sub(-1) == "/" then
+    fail(path .. ".path", "a prefix path has no trailing '/' (except \"/\")")
+  end
+  if not route.backend:match(NAME) then
+    fail(path .. ".backend", "must be a backend name")
+  end
+  return route
+end
+
+--- `data`: `{servers = {name = {hsts, locations = [{path, match, backend,
+-- ssl_redirect}]}}, ssl_redirect = {code, port}}` (platformd.ingress.routes).
+-- Strict: every field is required, a host lists at least one location and
+-- no path twice for one match, so the router never guesses.
+function M.validate_routes(data, deps)
+  return protect(function()
+    if type(data) ~= "table" then
+      fail("data", "must be an object")
+    end
+    local redirect = required(data, "ssl_redirect", "data", deps, opt_object)
+    local out = {
+      servers = {},
+      ssl_redirect = {
+        code = required(redirect, "code", "data.ssl_redirect", deps, opt_integer, 301, 308),
+        port = required(redirect, "port", "data.ssl_redirect", deps, opt_integer, 1, 65535),
+      },
+    }
+    if not REDIRECT_CODES[out.ssl_redirect.code] then
+      fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
+    end
+    for name, server in pairs(required(data, "servers", "data", deps, opt_object)) do
+      local path = "data.servers[" .. tostring(name) .. "]"
+      if type(name) ~= "string" then
+        fail(path, "must be keyed by host name")
+      end
+      local bare = name:match("^%*%.(.+)$") or name
+      if #name > 253 or not bare:match(HOSTNAME) or name ~= name:lower() then
+        fail(path, "must be a lower-case host name or *.<domain>")
+      end
+      if type(server) ~= "table" then
+        fail(path, "must be an object")
+      end
+      local entry = { hsts = required(server, "hsts", path, deps, opt_boolean), locations = {} }
+      local seen = {}
+      local locations = opt_array(server, "locations", path, deps)
+      if #locations == 0 then
+        fail(path .. ".locations", "must list at least one location")
+      end
+      for i, value in ipairs(locations) do
+        local route = check_route(value, path .. ".locations[" .. i .. "]", deps)
+        local key = route.match .. " " .. route.path
+        if seen[key] then
+          fail(path .. ".locations[" .. i .. "]", "duplicate " .. key)
+        end
+        seen[key] = true
+        entry.locations[i] = route
+      end
+      out.servers[name] = entry
+    end
+    return out
   end)
 end
 

@@ -26,9 +26,12 @@ kinds of work, each served by its own ``BoundedFrequencyRunner``:
 
 The two share ``_model_lock``: both derive the configuration they apply from
 ``_model`` (the last configuration handed to the data plane) and hand it over
-under the lock, so the newest model is always the one applied last. A slice
-change that arrives while a full sync is translating is patched into that
-sync's result before it is applied (``_slice_generation``).
+(``DataPlane.submit``) under the lock, so the data plane sees the models in
+order and the newest wins; they wait for the result outside the lock, so an
+endpoint sync is not held up by a full sync's reload (the data plane pushes
+it at once, see dataplane.py). A slice change that arrives while a full sync
+is translating is patched into that sync's result before it is applied
+(``_slice_generation``).
 
 A full sync reads as its steps: wait for the caches (first sync only) →
 snapshot → translate → apply → record (only after apply succeeded) → tell
@@ -38,8 +41,10 @@ A failed apply raises, so the runner retries after ``retry_interval``.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -57,7 +62,7 @@ from platformd.common.store import (
 )
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress.dataplane import ApplyResult, DataPlane
-from platformd.ingress.model import Configuration
+from platformd.ingress.model import Backend, Configuration
 from platformd.ingress.snapshot import Snapshot
 from platformd.ingress.translate import Problem, TranslateOptions, Translation, build
 
@@ -68,6 +73,9 @@ log = logging.getLogger(__name__)
 _BY_SERVICE = "service"
 _BY_SECRET = "secret"
 _BY_DEFAULT_BACKEND = "default-backend"  # Services named by the default-backend annotation
+
+
+_backend_name = operator.attrgetter("name")
 
 
 def index_ingress_by_default_backend(obj: Mapping) -> list[str]:
@@ -344,7 +352,8 @@ class Controller:
             if late:
                 config, _ = self._patch_endpoints(config, late)
             self._model, self._translation = config, translation
-            result = self.plane.apply(config)
+            applying = self.plane.submit(config)
+        result = applying()
         self._record(result, config, translation, self.clock.monotonic() - started)
         self._tell(translation)
         if not result.ok:
@@ -399,14 +408,14 @@ class Controller:
                 return  # the first full sync reads everything
             started = self.clock.monotonic()
             config, complete = self._patch_endpoints(self._model, services)
-            patched = self.clock.monotonic()
-            if config is self._model:
-                result = None
-            else:
+            applying = None
+            if config is not self._model:
                 self._model = config
-                result = self.plane.apply(config)
-            log.debug("endpoint sync of %d service(s): patch %.3fs, apply %.3fs (%s)", len(services),
-                      patched - started, self.clock.monotonic() - patched, result.kind if result else "no change")
+                applying = self.plane.submit(config)
+        patched = self.clock.monotonic()
+        result = applying() if applying is not None else None
+        log.debug("endpoint sync of %d service(s): patch %.3fs, apply %.3fs (%s)", len(services),
+                  patched - started, self.clock.monotonic() - patched, result.kind if result else "no change")
         if not complete:
             self._full.run()
         if result is None:
@@ -434,18 +443,20 @@ class Controller:
             if ann_mod.PREFIX + "canary" in annotations or ann_mod.PREFIX + "default-backend" in annotations:
                 complete = False
         partial = build(self._partial_snapshot(ingresses.values()), self.options.translate).configuration
-        current = {b.name: b for b in config.backends}
-        updates = {}
+        # Backends are sorted by name (model invariant): find each by bisection
+        # and copy the tuple once, rather than index 20,000 names per change.
+        backends = config.backends
+        patched: list[Backend] | None = None
         for backend in partial.backends:
-            old = current.get(backend.name)
-            if old is None:
+            at = bisect.bisect_left(backends, backend.name, key=_backend_name)
+            if at == len(backends) or backends[at].name != backend.name:
                 complete = False
-            elif old.endpoints != backend.endpoints:
-                updates[backend.name] = replace(old, endpoints=backend.endpoints)
-        if not updates:
+            elif backends[at].endpoints != backend.endpoints:
+                patched = patched or list(backends)
+                patched[at] = replace(backends[at], endpoints=backend.endpoints)
+        if patched is None:
             return config, complete
-        backends = tuple(updates.get(b.name, b) for b in config.backends)
-        return replace(config, backends=backends), complete
+        return replace(config, backends=tuple(patched)), complete
 
     def _partial_snapshot(self, ingresses: Iterable[dict]) -> Snapshot:
         ingresses = tuple(ingresses)

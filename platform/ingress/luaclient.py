@@ -1,7 +1,10 @@
 """Client for the Lua configuration endpoint on nginx's unix socket.
 
 One verb: ``push(section, data)`` posts a section and returns once Lua reports
-the checksum we computed. Lua's 201 answer carries the checksum and version
+the checksum we computed (``push_section`` posts a section already encoded by
+``render.dynamic_sections``; ``push_delta`` posts a backends delta, which Lua
+refuses with 409, raised as ``LuaConflict``, unless its base is the checksum
+in force: the caller then posts the whole section). Lua's 201 answer carries the checksum and version
 now in force, so the usual push is one round trip on one persistent
 connection; only after a failed attempt (transport error, 5xx, another
 checksum in force) does a retry first read the summary (``GET
@@ -26,9 +29,9 @@ import httpx
 
 from platformd.common.backoff import Backoff
 from platformd.common.clock import REAL_CLOCK, Clock
-from platformd.ingress.render import canonical_json, checksum
+from platformd.ingress.render import BackendsDelta, DynamicSection, canonical_json, section_checksum
 
-__all__ = ["LuaClient", "LuaError", "LuaRejected", "LuaTooLarge", "LuaUnavailable"]
+__all__ = ["LuaClient", "LuaConflict", "LuaError", "LuaRejected", "LuaTooLarge", "LuaUnavailable"]
 
 
 class LuaError(Exception):
@@ -49,6 +52,13 @@ class LuaTooLarge(LuaRejected):
 
     Nothing changed in Lua. Only a smaller payload (or a larger
     ``lua_shared_dict`` in the template) helps, so this is never retried.
+    """
+
+
+class LuaConflict(LuaRejected):
+    """Lua answered 409 to a delta: its base is not in force (or the chain is too long).
+
+    Nothing changed in Lua; posting the whole section resolves it.
     """
 
 
@@ -84,8 +94,18 @@ class LuaClient:
 
     def push(self, section: str, data: Any, expected: str | None = None) -> str:
         """Post ``data`` as ``section``; return the checksum once Lua confirms it."""
-        expected = expected or checksum(data)
-        body = b'{"checksum":"' + expected.encode() + b'","data":' + canonical_json(data) + b"}"
+        expected = expected or section_checksum(section, data)
+        return self._send(section, _full_body(expected, canonical_json(data)), expected)
+
+    def push_section(self, section: DynamicSection) -> str:
+        """Post the whole of an encoded section; return its checksum once confirmed."""
+        return self._send(section.name, _full_body(section.checksum, section.body), section.checksum)
+
+    def push_delta(self, delta: BackendsDelta) -> str:
+        """Post a backends delta; ``LuaConflict`` if its base is not in force."""
+        return self._send("backends", delta.body(), delta.checksum)
+
+    def _send(self, section: str, body: bytes, expected: str) -> str:
         backoff: Backoff | None = None
         give_up = self.clock.monotonic() + self.deadline
         last_problem = "no attempt made"
@@ -109,6 +129,8 @@ class LuaClient:
         """One POST; None when its answer confirms ``expected``, else the problem."""
         response = self._http.post(f"/configuration/{section}", content=body, headers=_JSON)
         status = response.status_code
+        if status == 409:
+            raise LuaConflict(section, status, response.text)
         if status == 507:
             raise LuaTooLarge(section, status, response.text)
         if 400 <= status < 500:
@@ -149,3 +171,7 @@ class LuaClient:
             return self._http.get("/healthz").status_code == 200
         except httpx.TransportError:
             return False
+
+
+def _full_body(expected: str, payload: bytes) -> bytes:
+    return b'{"checksum":"' + expected.encode() + b'","data":' + payload + b"}"

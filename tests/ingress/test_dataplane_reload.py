@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from platformd.ingress.dataplane import DataPlane
-from platformd.ingress.model import Backend, Configuration, Listen, Location, PathMatch, Server
+from platformd.ingress.model import Backend, Configuration, Endpoint, Listen, Location, PathMatch, Server
 from platformd.ingress.nginx import ConfigTestError, NginxFiles, ReloadError
 from platformd.ingress.render import dynamic_sections
 from platformd.ingress.view import RuntimePaths
@@ -276,9 +276,13 @@ class FakeLua:
     def __init__(self) -> None:
         self.pushes: list[tuple[str, str]] = []
 
-    def push(self, section, data, expected=None):
-        self.pushes.append((section, expected))
-        return expected
+    def push_section(self, section):
+        self.pushes.append((section.name, section.checksum))
+        return section.checksum
+
+    def push_delta(self, delta):
+        self.pushes.append(("backends", delta.checksum))
+        return delta.checksum
 
 
 def test_changes_arriving_during_a_reload_coalesce(tmp_path):
@@ -328,10 +332,14 @@ def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path):
             return super().reload(timeout)
 
     class RecordingLua(FakeLua):
-        def push(self, section, data, expected=None):
-            if section == "backends":
-                events.append("push " + ",".join(b["name"] for b in data))
-            return super().push(section, data, expected)
+        def push_section(self, section):
+            if section.name == "backends":
+                events.append("push " + ",".join(b["name"] for b in section.data))
+            return super().push_section(section)
+
+        def push_delta(self, delta):
+            events.append("delta +" + ",".join(e.name for e in delta.upsert) + " -" + ",".join(delta.remove))
+            return super().push_delta(delta)
 
     nginx = RecordingNginx(tmp_path, reload_seconds=0)
     runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
@@ -342,7 +350,67 @@ def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path):
     plane._pushed_to_master = 4242
     desired = Configuration(servers=(Server(HOST, locations=(Location("/new", backend="new"),)),), backends=(Backend("new"),))
     assert plane.apply(desired).kind == "reload"
-    assert events == ["install", "push new,old", "reload", "push new"]
+    # Lua learns the new backends before nginx -t, and old ones go only after the reload.
+    assert events == ["push new,old", "install", "reload", "delta + -old"]
+
+
+def test_endpoint_changes_during_a_reload_are_pushed_without_waiting_for_it(tmp_path):
+    events: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    class BlockedNginx(FakeNginx):
+        """A reload that lasts until the test releases it (as ``nginx -t`` + SIGHUP at 10k do)."""
+
+        def install(self, text):
+            events.append("install")
+            super().install(text)
+
+        def reload(self, timeout=10.0):
+            events.append("reload")
+            started.set()
+            assert release.wait(10)
+            events.append("reloaded")
+            return {1}
+
+    class RecordingLua(FakeLua):
+        def push_section(self, section):
+            if section.name == "backends":
+                events.append("full " + ",".join(f"{b['name']}:{len(b['endpoints'])}" for b in section.data))
+            return super().push_section(section)
+
+        def push_delta(self, delta):
+            events.append("delta +" + ",".join(e.name for e in delta.upsert) + " -" + ",".join(delta.remove))
+            return super().push_delta(delta)
+
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    plane = DataPlane(BlockedNginx(tmp_path, reload_seconds=0), RecordingLua(), runtime, CollectorRegistry())
+    old = Configuration(servers=(Server(HOST, locations=(Location("/old", backend="old"),)),), backends=(Backend("old"),))
+    plane._running, plane._pushed_to_master = old, 4242
+    new_shape = Configuration(servers=(Server(HOST, locations=(Location("/new", backend="new"),)),),
+                              backends=(Backend("new"),))
+    moved = replace(new_shape, backends=(Backend("new", endpoints=(Endpoint("10.0.0.9", 80),)),))
+
+    results = {}
+    reloading = threading.Thread(target=lambda: results.__setitem__("reload", plane.apply(new_shape)))
+    reloading.start()
+    assert started.wait(10)
+    pushing = threading.Thread(target=lambda: results.__setitem__("dynamic", plane.apply(moved)))
+    pushing.start()
+    pushing.join(timeout=5)
+    assert not pushing.is_alive(), "the endpoint change waited for the reload"
+    assert results["dynamic"].ok and results["dynamic"].kind == "dynamic"
+    release.set()
+    reloading.join(timeout=10)
+    assert results["reload"].ok and results["reload"].kind == "reload"
+    assert events == [
+        "full new:0,old:0",  # Lua learns the new backend before nginx -t
+        "install",
+        "reload",
+        "delta +new -",  # during the reload: the union, with the new endpoint
+        "reloaded",
+        "delta + -old",  # the newest configuration, without what only old workers used
+    ]
+    assert plane.running == moved  # the newest wins, not the reload's own target
 
 
 # --- Lua client: retries, confirmation, refusal (fake transport) ---------------
@@ -399,7 +467,7 @@ def lua_client(script: ScriptedLua, deadline: float = 2.0):
 
 
 def test_lua_push_retries_until_the_checksum_is_confirmed():
-    from platformd.ingress.render import checksum
+    from platformd.ingress.render import backends_checksum as checksum
 
     script = ScriptedLua(post_failures=2, stale_posts=1, stale_gets=3)
     client = lua_client(script)
@@ -410,7 +478,7 @@ def test_lua_push_retries_until_the_checksum_is_confirmed():
 
 
 def test_lua_push_confirms_from_the_post_answer_alone():
-    from platformd.ingress.render import checksum
+    from platformd.ingress.render import backends_checksum as checksum
 
     script = ScriptedLua()
     data = [{"name": "svc", "endpoints": []}]
@@ -419,7 +487,7 @@ def test_lua_push_confirms_from_the_post_answer_alone():
 
 
 def test_lua_push_after_a_lost_answer_confirms_by_get_without_posting_again():
-    from platformd.ingress.render import checksum
+    from platformd.ingress.render import backends_checksum as checksum
 
     script = ScriptedLua(lost_answers=1)
     data = [{"name": "svc", "endpoints": []}]

@@ -91,7 +91,7 @@ SHAPE_CHANGES = {
 def test_first_apply_reloads_and_pushes_everything():
     decision = decide(None, base())
     assert decision.reload
-    assert [s.name for s in decision.sections] == ["backends", "certificates", "general"]
+    assert [s.name for s in decision.sections] == ["backends", "certificates", "general", "routes"]
 
 
 def test_nothing_changed_is_a_noop():

@@ -37,6 +37,10 @@ class RecordingPlane:
             self.running = config
             return ApplyResult(kind)
 
+    def submit(self, config):
+        result = self.apply(config)  # recorded in hand-over order, as the data plane sees them
+        return lambda: result
+
     def kinds(self) -> list[str]:
         return [kind for _, kind, _ in self.applies]
 
