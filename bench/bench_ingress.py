@@ -8,7 +8,8 @@ EndpointSlices, 2N backends and 6N endpoints).
 
 Offline, per size (one process, real nginx for the nginx figures):
 
-* snapshot + translation (``translate.build``), render of nginx.conf;
+* snapshot + translation (``translate.build``), render of nginx.conf; both
+  again with one more Ingress ("+1": what a sync after a new Ingress costs);
 * ``nginx -t`` on the rendered file;
 * a reload through ``DataPlane.apply`` (one Ingress added: render, ``nginx -t``,
   swap, pre-seed Lua, SIGHUP, wait for new workers, push).
@@ -115,6 +116,14 @@ def offline(n: int) -> dict:
                         endpoint_slices=slices)
     translation = build(snapshot, TranslateOptions())
     figures["build_s"] = time.perf_counter() - start
+    # What a sync after one new Ingress costs: the translator and the view
+    # reuse what did not change (translate._Reuse, view._ServerViews).
+    start = time.perf_counter()
+    bigger = build(Snapshot(ingresses=(*ingresses, ingress(n)), ingress_classes=(CLASS,),
+                            services={**services, f"{NAMESPACE}/s{n}-a": service(f"s{n}-a"),
+                                      f"{NAMESPACE}/s{n}-b": service(f"s{n}-b")},
+                            endpoint_slices=slices), TranslateOptions())
+    figures["rebuild_s"] = time.perf_counter() - start
     harness = DataPlaneHarness()
     # As the controller does (main.NGINX_TIMEOUTS): big configurations take
     # longer than the adapter's defaults to test, start and reload.
@@ -124,6 +133,9 @@ def offline(n: int) -> dict:
         start = time.perf_counter()
         text = render_nginx_conf(config, harness.runtime)
         figures["render_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        render_nginx_conf(harness.localize(bigger.configuration), harness.runtime)
+        figures["rerender_s"] = time.perf_counter() - start
         figures["conf_mb"] = len(text) / 1e6
         candidate = harness.state_dir / "bench.conf"
         harness.nginx.files.prepare()
@@ -139,10 +151,6 @@ def offline(n: int) -> dict:
             result = harness.plane.apply(config)
             assert result.ok, result.error
             figures["start_s"] = time.perf_counter() - start
-            bigger = build(Snapshot(ingresses=(*ingresses, ingress(n)), ingress_classes=(CLASS,),
-                                    services={**services, f"{NAMESPACE}/s{n}-a": service(f"s{n}-a"),
-                                              f"{NAMESPACE}/s{n}-b": service(f"s{n}-b")},
-                                    endpoint_slices=slices), TranslateOptions())
             start = time.perf_counter()
             result = harness.plane.apply(harness.localize(bigger.configuration))
             assert result.ok and result.kind == "reload", result
@@ -244,6 +252,7 @@ def live(n: int, trials: int) -> dict:
         figures["endpoint_p50_ms"] = statistics.median(latencies) * 1000
         figures["endpoint_p99_ms"] = _percentile(latencies, 0.99) * 1000
         figures["endpoint_max_ms"] = max(latencies) * 1000
+        figures["endpoint_ms"] = [round(x * 1000) for x in latencies]  # in order: outliers show where
         new_ingress = []
         for trial in range(3):
             time.sleep(4)  # past --sync-rate-limit's interval: measure a sync that starts at once
@@ -306,11 +315,12 @@ def main() -> int:
     parser.add_argument("--skip-offline", action="store_true")
     args = parser.parse_args()
     if not args.skip_offline:
-        print(f"{'ingresses':>9} {'build s':>8} {'render s':>8} {'conf MB':>8} {'nginx -t s':>10} "
-              f"{'start s':>8} {'reload s':>8}", flush=True)
+        print(f"{'ingresses':>9} {'build s':>8} {'render s':>8} {'+1 build':>8} {'+1 rend.':>8} {'conf MB':>8} "
+              f"{'nginx -t s':>10} {'start s':>8} {'reload s':>8}", flush=True)
         for n in (int(s) for s in args.sizes.split(",") if s):
             f = offline(n)
-            print(f"{f['ingresses']:>9} {f['build_s']:>8.2f} {f['render_s']:>8.2f} {f['conf_mb']:>8.1f} "
+            print(f"{f['ingresses']:>9} {f['build_s']:>8.2f} {f['render_s']:>8.2f} {f['rebuild_s']:>8.2f} "
+                  f"{f['rerender_s']:>8.2f} {f['conf_mb']:>8.1f} "
                   f"{f['nginx_t_s']:>10.2f} {_cell(f['start_s'])} {_cell(f['reload_s'])}", flush=True)
             if f.get("error"):
                 print(f"{'':>9} data plane failed: {f['error']}", flush=True)
@@ -321,6 +331,7 @@ def main() -> int:
         print(f"  memory RSS / peak            {f['rss_mb']:8.0f} MB / {f['peak_rss_mb']:.0f} MB")
         print(f"  endpoint change -> traffic   p50 {f['endpoint_p50_ms']:.0f} ms, p99 {f['endpoint_p99_ms']:.0f} ms, "
               f"max {f['endpoint_max_ms']:.0f} ms ({args.trials} changes)")
+        print(f"    each, in order (ms): {' '.join(map(str, f['endpoint_ms']))}")
         print(f"  new Ingress -> first request {f['new_ingress_s']:8.2f} s (median of 3, max {f['new_ingress_max_s']:.2f} s)")
     return 0
 

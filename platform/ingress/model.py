@@ -50,6 +50,8 @@ __all__ = [
     "Tls",
     "TrafficShapingPolicy",
     "Workers",
+    "check_path",
+    "prefix_base",
 ]
 
 
@@ -155,7 +157,7 @@ class Backend:
     def __post_init__(self) -> None:
         name = v.backend_name("backend.name", self.name)
         where = f"backend[{name}]"
-        _set(self, "endpoints", tuple(sorted(set(self.endpoints))))
+        _set(self, "endpoints", _sorted_endpoints(self.endpoints))
         _set(self, "load_balance", _checked(where, _enum, LoadBalance, "load_balance", self.load_balance))
         _checked(where, v.upstream_hash_by, "upstream_hash_by", self.upstream_hash_by)
         alternatives = tuple(sorted(set(self.alternative_backends)))
@@ -164,7 +166,17 @@ class Backend:
         _set(self, "alternative_backends", alternatives)
 
 
+def _sorted_endpoints(endpoints: Iterable[Endpoint]) -> tuple[Endpoint, ...]:
+    """Without duplicates, in ``Endpoint`` order; compared as plain tuples,
+    which is the same order without a Python-level ``__lt__``/``__hash__``
+    per comparison (sorting 60,000 endpoints was a tenth of a translation)."""
+    unique = {(e.address, e.port): e for e in endpoints}
+    return tuple(unique[key] for key in sorted(unique))
+
+
 def _enum(kind: type[enum.Enum], field_name: str, value: object):
+    if value.__class__ is kind:  # the common case, without Enum's lookup
+        return value
     try:
         return kind(value)
     except ValueError:
@@ -338,12 +350,7 @@ class Location:
         match = _enum(PathMatch, "location.match", self.match)
         _set(self, "match", match)
         where = f"location[{self.path!r}]"
-        if match is PathMatch.REGEX:
-            _checked(where, v.regex, "path", self.path)
-            if not self.path.startswith("/") and not self.path.startswith("^/"):
-                raise v.ValidationError(f"{where}.path", self.path, "a regex path must start with '/'")
-        else:
-            _checked(where, v.path, "path", self.path)
+        _checked(where, check_path, match, self.path)
         if self.backend is None and self.redirect is None:
             raise v.ValidationError(f"{where}.backend", None, "a location needs a backend or a redirect")
         if self.backend is not None:
@@ -357,6 +364,16 @@ class Location:
         # regex locations) is chosen in view._locations.
         order = {PathMatch.EXACT: 0, PathMatch.PREFIX: 1, PathMatch.REGEX: 2}[self.match]
         return (order, -len(self.path), self.path)
+
+
+def check_path(match: PathMatch, path: str) -> str:
+    """``path`` if it is valid for ``match`` (what ``Location`` checks of it)."""
+    if match is PathMatch.REGEX:
+        v.regex("path", path)
+        if not path.startswith("/") and not path.startswith("^/"):
+            raise v.ValidationError("path", path, "a regex path must start with '/'")
+        return path
+    return v.path("path", path)
 
 
 # --- servers ----------------------------------------------------------------
@@ -574,6 +591,12 @@ class Configuration:
 
 
 def _unique_sorted(items: Iterable, key, field_name: str) -> tuple:
+    if isinstance(items, tuple):
+        keys = [key(item) for item in items]
+        if all(a < b for a, b in zip(keys, keys[1:])):
+            # Already canonical (a ``replace`` of a Configuration): keep the
+            # tuple itself, which caches keyed by identity rely on.
+            return items
     ordered = sorted(items, key=key)
     for before, after in zip(ordered, ordered[1:]):
         if key(before) == key(after):

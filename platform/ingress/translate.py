@@ -6,6 +6,12 @@ Kubernetes Event on the object named), and the Ingresses that are ours (for
 status). It never raises for bad input: whatever is wrong is reported and
 left out, and everything else keeps serving.
 
+Each sync translates everything again, but what did not change is not
+redone: pure steps (a Service's endpoints, a location, a server, a backend)
+are reused across translations when their inputs are the same objects
+(``_Reuse``), so the result is exactly a fresh translation's and unchanged
+hosts keep their Server objects (which ``view`` and ``routes`` reuse in turn).
+
 Steps (``_Translator.run``): global settings from the ConfigMap → our
 Ingresses, oldest first → annotations (an Ingress with a refused annotation
 contributes nothing) → routes (host, path match, Service port) with conflict
@@ -73,12 +79,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable, TypeVar
 
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
-from platformd.ingress import globalconfig
+from platformd.ingress import gcpause, globalconfig
 from platformd.ingress import validate as v
 from platformd.ingress.classes import is_ours
 from platformd.ingress.model import (
@@ -89,11 +95,14 @@ from platformd.ingress.model import (
     PathMatch,
     Redirect,
     Server,
+    check_path,
     prefix_base,
 )
 from platformd.ingress.snapshot import Issue, Snapshot, key_of
 
 __all__ = ["Problem", "TranslateOptions", "Translation", "build", "is_ours"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -132,7 +141,40 @@ class Translation:
 
 def build(snapshot: Snapshot, options: TranslateOptions) -> Translation:
     """The whole desired configuration for ``snapshot`` (see module docstring)."""
-    return _Translator(snapshot, options).run()
+    with gcpause.paused:  # see gcpause: a third of a translation otherwise
+        return _Translator(snapshot, options).run()
+
+
+class _Reuse:
+    """Results of pure steps of recent translations, keyed by their inputs.
+
+    A sync after one new Ingress translates 10,000 unchanged ones again.
+    Store objects are never modified (a change is a new object) and model
+    objects are frozen, so a result made from the same inputs (the same
+    objects, by identity) is still right, and equal inputs give equal
+    configurations whether or not an entry was reused. ``pins`` keeps the
+    objects a key names by ``id`` alive, so an id cannot be reused while its
+    entry exists. Two generations: an entry is kept while used at least
+    every other ``limit`` lookups-that-missed, so memory follows what recent
+    translations used. Unlocked: a race only makes a result twice.
+    """
+
+    def __init__(self, limit: int = 1 << 17) -> None:
+        self.limit = limit
+        self._young: dict[tuple, tuple[object, object]] = {}
+        self._old: dict[tuple, tuple[object, object]] = {}
+
+    def get(self, key: tuple, pins: object, make: Callable[[], T]) -> T:
+        hit = self._young.get(key)
+        if hit is None:
+            hit = self._old.pop(key, None) or (pins, make())
+            self._young[key] = hit
+            if len(self._young) > self.limit:
+                self._old, self._young = self._young, {}
+        return hit[1]  # type: ignore[return-value]
+
+
+_reuse = _Reuse()
 
 
 # --- internal records ------------------------------------------------------------
@@ -155,14 +197,15 @@ class _ServiceRef:
     namespace: str
     name: str
     port: int | str
+    # Derived once: asked for several times per route.
+    backend_name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backend_name", f"{self.namespace}-{self.name}-{self.port}")
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def backend_name(self) -> str:
-        return f"{self.namespace}-{self.name}-{self.port}"
 
 
 @dataclass(frozen=True)
@@ -172,10 +215,12 @@ class _Route:
     path: str
     match: PathMatch
     service: _ServiceRef
+    # Derived once: asked for several times per route.
+    key: tuple[str, PathMatch, str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[str, PathMatch, str]:
-        return (self.host, self.match, prefix_base(self.path) if self.match is PathMatch.PREFIX else self.path)
+    def __post_init__(self) -> None:
+        base = prefix_base(self.path) if self.match is PathMatch.PREFIX else self.path
+        object.__setattr__(self, "key", (self.host, self.match, base))
 
     def describe(self) -> str:
         return f"{self.match.value} path {self.path!r} of host {self.host or '*'!r}"
@@ -307,7 +352,7 @@ class _Translator:
             self.problems.append(ing.problem("InvalidBackend", f"path {path!r} of host {host or '*'!r} has no valid Service backend; the path is ignored"))
             return None
         try:
-            Location(path, match=match, backend=service.backend_name)
+            check_path(match, path)  # the backend name was checked by _service_ref
         except v.ValidationError as exc:
             self.problems.append(ing.problem("InvalidPath", f"path {path!r} ({match.value}) of host {host or '*'!r}: {exc.reason}; the path is ignored"))
             return None
@@ -386,12 +431,11 @@ class _Translator:
     def _register(self, ref: _ServiceRef, settings: tuple, owner: _Ingress | None) -> _BackendState:
         state = self.backends.get(ref.backend_name)
         if state is None:
-            resolved = eps_mod.resolve(
-                ref.key,
-                self.snap.services.get(ref.key),
-                tuple(self.snap.endpoint_slices.get(ref.key, ())),
-                ref.port,
-                service_upstream=settings[3],
+            service = self.snap.services.get(ref.key)
+            slices = tuple(self.snap.endpoint_slices.get(ref.key, ()))
+            resolved = _reuse.get(
+                ("resolve", ref.key, ref.port, settings[3], id(service), *map(id, slices)), (service, slices),
+                lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3]),
             )
             state = _BackendState(ref, owner, resolved.endpoints, settings, resolved.issues)
             self.backends[ref.backend_name] = state
@@ -450,15 +494,11 @@ class _Translator:
         for name in sorted(used):
             state = self.backends[name]
             load_balance, hash_by, affinity, _ = state.settings
-            models.append(Backend(
-                name=name,
-                endpoints=state.endpoints,
-                load_balance=load_balance or self.defaults.load_balance,
-                upstream_hash_by=hash_by,
-                session_affinity=affinity,
-                alternative_backends=tuple(sorted(state.alternatives)),
-                traffic_shaping_policy=state.policy,
-            ))
+            fields = (name, state.endpoints, load_balance or self.defaults.load_balance, hash_by, affinity,
+                      tuple(sorted(state.alternatives)), state.policy)
+            pins = (state.endpoints, fields[2], affinity, state.policy)
+            models.append(_reuse.get(("backend", name, hash_by, fields[5], *map(id, pins)), pins,
+                                     lambda: Backend(*fields)))
         return tuple(models)
 
     # -- canaries -------------------------------------------------------------------------
@@ -602,11 +642,17 @@ class _Translator:
                     taken[alias] = ing
                     aliases.append(alias)
             try:
-                servers.append(Server(host, aliases=tuple(aliases), tls_certificate=host_certs.get(host) or host_certs.get(_wildcard_of(host)),
-                                      locations=tuple(locations), tls=is_tls))
+                servers.append(self._server(host, tuple(aliases), host_certs.get(host) or host_certs.get(_wildcard_of(host)),
+                                            tuple(locations), is_tls))
             except v.ValidationError as exc:  # defensive: every part was checked already
                 self.problems.append(members[0].problem("InvalidServer", f"host {host!r}: {exc}; not served"))
         return servers
+
+    @staticmethod
+    def _server(host: str, aliases: tuple[str, ...], certificate: str | None, locations: tuple[Location, ...],
+                tls: bool) -> Server:
+        return _reuse.get(("server", host, aliases, certificate, tls, *map(id, locations)), locations,
+                          lambda: Server(host, aliases=aliases, tls_certificate=certificate, locations=locations, tls=tls))
 
     def _location(self, route: _Route, is_tls: bool) -> Location | None:
         ann = route.ing.ann
@@ -620,18 +666,20 @@ class _Translator:
     def _annotated(self, ann: ann_mod.Annotations, path: str, match: PathMatch, backend: str | None,
                    is_tls: bool) -> Location:
         """A location carrying the Ingress-wide per-location annotations."""
-        return Location(
+        backend = None if ann.redirect is not None else backend
+        ssl_redirect = self._ssl_redirect(ann, is_tls)
+        return _reuse.get(("location", id(ann), path, match, backend, ssl_redirect), ann, lambda: Location(
             path,
             match=match,
-            backend=None if ann.redirect is not None else backend,
+            backend=backend,
             proxy=ann.proxy,
             access=ann.access,
             rate_limit=ann.rate_limit,
             cors=ann.cors,
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,
-            ssl_redirect=self._ssl_redirect(ann, is_tls),
-        )
+            ssl_redirect=ssl_redirect,
+        ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
         if ann.force_ssl_redirect:

@@ -92,6 +92,8 @@ _HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _COOKIE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _COOKIE_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e]{0,256}$")
 _SIZE = re.compile(r"^[0-9]{1,12}[kKmMgG]?$")
 _CIPHERS = re.compile(r"^[A-Za-z0-9:+!@._-]{1,2048}$")
@@ -107,6 +109,26 @@ _PCRE_NAMED_GROUP = re.compile(r"\(\?<(?=[A-Za-z_])")
 _QUANTIFIER = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
 
 
+def _memo_strings(fn):
+    """Cache a validator's answers for string values.
+
+    A translation checks each hostname, backend name and path several times
+    (rule, server, location, view); the validators are pure, so a string
+    checked once needs no regex again. Errors are not cached, and other
+    types go straight to ``fn`` (which rejects them). Bounded: a bigger
+    cluster only misses more.
+    """
+    cached = functools.lru_cache(maxsize=1 << 15)(fn)
+
+    @functools.wraps(fn)
+    def validator(field: str, value: object, **options: object):
+        if value.__class__ is str:
+            return cached(field, value, **options)
+        return fn(field, value, **options)
+
+    return validator
+
+
 def _require_str(field: str, value: object) -> str:
     if not isinstance(value, str):
         raise ValidationError(field, value, "must be a string")
@@ -118,6 +140,7 @@ def _no_control(field: str, value: str) -> None:
         raise ValidationError(field, value, "contains control characters (newline, tab, NUL...)")
 
 
+@_memo_strings
 def hostname(field: str, value: object, *, wildcard: bool = True) -> str:
     """A DNS name, lower-cased; ``*.example.com`` when ``wildcard``."""
     text = _require_str(field, value)
@@ -142,6 +165,7 @@ def upstream_vhost(field: str, value: object) -> str:
     return text.lower()
 
 
+@_memo_strings
 def backend_name(field: str, value: object) -> str:
     text = _require_str(field, value)
     if not _BACKEND.fullmatch(text):
@@ -149,6 +173,7 @@ def backend_name(field: str, value: object) -> str:
     return text
 
 
+@_memo_strings
 def certificate_id(field: str, value: object) -> str:
     text = _require_str(field, value)
     if not _CERT_ID.fullmatch(text):
@@ -156,6 +181,7 @@ def certificate_id(field: str, value: object) -> str:
     return text
 
 
+@_memo_strings
 def path(field: str, value: object) -> str:
     """A literal URL path (Exact and Prefix matches, app-root)."""
     text = _require_str(field, value)
@@ -254,6 +280,8 @@ def canonical_ip(text: str) -> str | None:
     was a fifth of a translation at 5,000 Ingresses; the set of addresses in a
     cluster is bounded, so the cache keeps them all.
     """
+    if _IPV4.fullmatch(text):
+        return text  # dotted quad without leading zeros: already canonical (and cheap)
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:

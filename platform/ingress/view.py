@@ -42,9 +42,12 @@ match the same name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 import re
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from platformd.ingress import validate as v
@@ -61,7 +64,18 @@ from platformd.ingress.model import (
     prefix_base,
 )
 
-__all__ = ["RuntimePaths", "NginxView", "ServerView", "LocationView", "LuaPhases", "build", "lua_phases"]
+__all__ = [
+    "Bodies",
+    "LocationBody",
+    "LocationView",
+    "LuaPhases",
+    "NginxView",
+    "RuntimePaths",
+    "ServerView",
+    "build",
+    "lua_phases",
+    "needs_lua_hooks",
+]
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,21 @@ def _file_path(field: str, path: Path) -> str:
 class LocationView:
     match_q: str  # the arguments of `location`, e.g. '= "/api"' or '~* "^/v[0-9]+"'
     upstream_name_q: str
+    body: "LocationBody"
+
+
+@dataclass(frozen=True)
+class LocationBody:
+    """What a location does once nginx chose it: everything after it sets
+    ``$proxy_upstream_name``.
+
+    Locations with equal settings share one body object (``Bodies``), which
+    the renderer lays out once: at 10,000 Ingresses, laying out every
+    location on its own was most of a render. Two locations behave alike
+    exactly when their bodies are equal, which is what ``routes`` uses to
+    tell a plain location from one that needs rendered directives.
+    """
+
     proxy: bool  # False: answered by nginx itself (redirect)
     module: str  # "proxy" or "grpc": prefix of the pass/timeout directives
     pass_url: str  # upstream_balancer URL with scheme
@@ -207,6 +236,9 @@ class NginxView:
     limit_zones: tuple[LimitZone, ...]
     servers: tuple[ServerView, ...]
     default_locations: tuple[LocationView, ...]  # of the catch-all server "_"
+    # What the catch-all server's router location does (lua/router.lua):
+    # exactly a plain location, which is all the router serves (routes.py).
+    router_body: LocationBody
 
 
 def build(config: Configuration, paths: RuntimePaths) -> NginxView:
@@ -215,10 +247,9 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
     socket = str(paths.socket)
     if len(socket.encode()) > MAX_SOCKET_PATH:
         raise v.ValidationError("state_dir", socket, f"unix socket path longer than {MAX_SOCKET_PATH} bytes")
-    zones: list[LimitZone] = []
-    phases = lua_phases(config)
-    servers = tuple(_server(server, settings, zones, phases) for server in config.servers)
-    default_locations = _default_locations(config, settings, zones, phases)
+    bodies = Bodies(config)
+    servers = _server_views.views(config.servers, bodies)
+    default_locations = _default_locations(config, bodies)
     lua_dir = _plain_path("lua_dir", paths.lua_dir)
     temp = {name: _file_path("temp_dir", paths.temp_dir / name) for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     return NginxView(
@@ -249,20 +280,67 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
         unavailable_address=UNAVAILABLE_ADDRESS,
         hsts_q=_hsts(settings),
-        limit_zones=tuple(zones),
+        limit_zones=tuple(bodies.zones),
         servers=servers,
         default_locations=default_locations,
+        router_body=bodies.plain(PathMatch.PREFIX, tls=False, ssl_redirect=False),
     )
 
 
-def _server(server: Server, settings: GlobalSettings, zones: list[LimitZone],
-            phases: dict[str, LuaPhases]) -> ServerView:
+class _ServerViews:
+    """The ServerView of each Server object of the last two builds.
+
+    The translator reuses the Server objects of hosts that did not change,
+    so after one new Ingress all but one server are the same objects, with
+    the same Lua hooks of their backends: with equal settings, their views
+    are too. Each build reads the views of the previous two builds and
+    keeps the ones it used; other settings start afresh. A build works on
+    its own snapshot of the cache, so concurrent builds stay correct (the
+    last one to finish is remembered).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: tuple[dict[int, tuple], ...] = ()
+        self._settings: GlobalSettings | None = None
+
+    def views(self, servers: tuple[Server, ...], bodies: "Bodies") -> tuple[ServerView, ...]:
+        with self._lock:
+            recent, settings = self._recent, self._settings
+        if settings is not bodies.settings and settings != bodies.settings:
+            recent = ()  # compared once per build: each translation makes a new settings object
+        used: dict[int, tuple] = {}
+        views = []
+        for server in servers:
+            hooks = tuple(bodies.phases.get(loc.backend) for loc in server.locations if loc.backend)
+            hit = next((c[id(server)] for c in recent if id(server) in c), None)
+            if hit is not None and hit[0] is server and hit[1] == hooks:
+                for zone in hit[3]:
+                    if zone not in bodies.zones:
+                        bodies.zones.append(zone)
+            else:
+                before = len(bodies.zones)
+                view = _server(server, bodies)
+                # Rate-limited bodies are made per host, so the zones this
+                # server added are all the zones it uses.
+                hit = (server, hooks, view, tuple(bodies.zones[before:]))
+            used[id(server)] = hit
+            views.append(hit[2])
+        with self._lock:
+            self._recent, self._settings = (used, *recent[:1]), bodies.settings
+        return tuple(views)
+
+
+_server_views = _ServerViews()
+
+
+def _server(server: Server, bodies: "Bodies") -> ServerView:
     where = f"server[{server.hostname}]"
     names = tuple(_server_name(v.hostname(f"{where}.names", n)) for n in server.names)
     redirect = None
     if server.redirect is not None:
         redirect = f"{server.redirect.code} {v.quote(v.redirect_target(f'{where}.redirect', server.redirect.target))}"
-    locations = _locations(where, server.locations, server.hostname, settings, zones, phases, tls=server.tls)
+    locations = _locations(where, server.locations, server.hostname, bodies, tls=server.tls)
     return ServerView(names_q=names, redirect=redirect, locations=locations)
 
 
@@ -274,27 +352,23 @@ def _server_name(name: str) -> str:
     return v.quote("~^[^.]+" + re.escape("." + suffix) + "$")
 
 
-def _locations(where: str, locations: tuple[Location, ...], host: str, settings: GlobalSettings,
-               zones: list[LimitZone], phases: dict[str, LuaPhases], *, tls: bool) -> tuple[LocationView, ...]:
+def _locations(where: str, locations: tuple[Location, ...], host: str, bodies: "Bodies", *,
+               tls: bool) -> tuple[LocationView, ...]:
     """The location blocks of one server, in the order nginx must see them."""
     exact_paths = {loc.path for loc in locations if loc.match is PathMatch.EXACT}
     regex_host = any(loc.match is PathMatch.REGEX for loc in locations)
     ordered: list[tuple[tuple, LocationView]] = []
     for index, loc in enumerate(locations):
-        hooks = phases.get(loc.backend or "", _PLAIN)
-        # The 503 server the balancer falls back to speaks plain
-        # HTTP/1.1; HTTPS and gRPC upstreams get their 503 from the
-        # access phase instead.
-        access = hooks.access or loc.proxy.protocol is not BackendProtocol.HTTP
         try:
+            body = bodies.of(loc, host, tls)
+            name_q = v.quote(v.backend_name("backend", loc.backend or "redirect"))
             for match_q, regex_form in _location_matches(loc, exact_paths, regex_host):
                 order = _regex_order(loc) if regex_form else (0, index)
-                ordered.append((order, _location(loc, match_q, host, settings, zones, tls,
-                                                 lua_access=access, lua_log=hooks.log)))
+                ordered.append((order, LocationView(match_q, name_q, body)))
         except v.ValidationError as exc:
             raise exc.within(f"{where}.location[{loc.path}]") from None
     if not any(_is_root_prefix(loc) for loc in locations):
-        ordered.append(((2,), _not_found(host, settings, tls)))
+        ordered.append(((2,), LocationView(_ROOT_Q, _NOT_FOUND_NAME_Q, bodies.not_found(tls))))
     return tuple(view for _, view in sorted(ordered, key=lambda item: item[0]))
 
 
@@ -308,6 +382,14 @@ def _regex_order(loc: Location) -> tuple:
 
 
 def _location_matches(loc: Location, exact_paths: set[str], regex_host: bool) -> tuple[tuple[str, bool], ...]:
+    twin = loc.match is PathMatch.PREFIX and prefix_base(loc.path) in exact_paths
+    return _matches(loc.match, loc.path, twin, regex_host)
+
+
+# Paths repeat across hosts ("/", "/api"): the same few arguments, validated
+# and quoted once. A pure function of small immutable arguments.
+@functools.lru_cache(maxsize=8192)
+def _matches(match: PathMatch, path: str, exact_twin: bool, regex_host: bool) -> tuple[tuple[str, bool], ...]:
     """``(location arguments, is a regex)`` expressing the Kubernetes path semantics.
 
     Prefix ``/foo`` must match ``/foo`` and ``/foo/...`` but not ``/foobar``,
@@ -316,19 +398,19 @@ def _location_matches(loc: Location, exact_paths: set[str], regex_host: bool) ->
     half is left out then. In a server with Regex paths it is the regex
     ``^/foo(?:/|$)`` instead (module docstring, rule 3).
     """
-    if loc.match is PathMatch.EXACT:
-        return (("= " + v.quote(v.path("path", loc.path)), False),)
-    if loc.match is PathMatch.REGEX:
-        pattern = v.regex("path", loc.path)
+    if match is PathMatch.EXACT:
+        return (("= " + v.quote(v.path("path", path)), False),)
+    if match is PathMatch.REGEX:
+        pattern = v.regex("path", path)
         anchored = pattern if pattern.startswith("^") else "^" + pattern
         return (("~* " + v.quote(anchored, allow_variables=True), True),)
-    base = prefix_base(v.path("path", loc.path))
+    base = prefix_base(v.path("path", path))
     if base == "/":
         return ((v.quote("/"), False),)
     if regex_host:
         return (("~ " + v.quote("^" + re.escape(base) + "(?:/|$)"), True),)
     matches = [(v.quote(base + "/"), False)]
-    if base not in exact_paths:
+    if not exact_twin:
         matches.insert(0, ("= " + v.quote(base), False))
     return tuple(matches)
 
@@ -374,17 +456,21 @@ def lua_phases(config: Configuration) -> dict[str, LuaPhases]:
     phases: dict[str, LuaPhases] = {}
     for name in sorted(used):
         backend = by_name.get(name)
-        if backend is None:
+        if backend is None or not needs_lua_hooks(backend):
             continue
         algorithms = {_algorithm(backend)} | {
             _algorithm(by_name[alt]) for alt in backend.alternative_backends if alt in by_name
         }
-        if backend.alternative_backends or _algorithm(backend) in _NEEDS_ACCESS:
-            phases[name] = LuaPhases(access=True, log="ewma" in algorithms)
+        phases[name] = LuaPhases(access=True, log="ewma" in algorithms)
     return phases
 
 
 _NEEDS_ACCESS = frozenset({"ewma", "sticky_balanced", "sticky_persistent"})
+
+
+def needs_lua_hooks(backend: Backend) -> bool:
+    """Whether locations using ``backend`` need Lua hooks besides the balancer."""
+    return bool(backend.alternative_backends) or _algorithm(backend) in _NEEDS_ACCESS
 
 
 _PASS = {
@@ -400,8 +486,66 @@ def _zone_name(kind: str, host: str, path: str) -> str:
     return f"{kind}_{digest}"
 
 
-def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, zones: list[LimitZone],
-              tls: bool, *, lua_access: bool = False, lua_log: bool = False) -> LocationView:
+_ROOT_Q = v.quote("/")
+_NOT_FOUND_NAME_Q = v.quote("default-404")
+# Location fields a body depends on besides its path (derived, so a field
+# added to Location is part of the key without anyone remembering to).
+_body_fields = operator.attrgetter(*(f.name for f in fields(Location) if f.name not in ("path", "backend")))
+
+
+class Bodies:
+    """The ``LocationBody`` of each location of one configuration.
+
+    Equal settings give the same body object. The path and host matter only
+    to rewrites (the path is the pattern) and rate limits (the zone is named
+    after host and path), so only those bodies are made per path; the
+    backend never matters (it is the location's ``$proxy_upstream_name``)
+    except through its Lua hooks. ``zones`` collects the limit zones the
+    bodies use, in the order first needed.
+    """
+
+    def __init__(self, config: Configuration, phases: dict[str, LuaPhases] | None = None) -> None:
+        self.settings = config.settings
+        self.phases = lua_phases(config) if phases is None else phases
+        self.zones: list[LimitZone] = []
+        self._made: dict[tuple, LocationBody] = {}
+
+    def of(self, loc: Location, host: str, tls: bool) -> LocationBody:
+        hooks = self.phases.get(loc.backend or "", _PLAIN)
+        # The 503 server the balancer falls back to speaks plain
+        # HTTP/1.1; HTTPS and gRPC upstreams get their 503 from the
+        # access phase instead.
+        access = hooks.access or loc.proxy.protocol is not BackendProtocol.HTTP
+        own = (host, loc.path) if loc.rate_limit.enabled or loc.rewrite_target is not None else None
+        key = (_body_fields(loc), own, tls, access, hooks.log)
+        body = self._made.get(key)
+        if body is None:
+            body = _location_body(loc, host, self.settings, self.zones, tls, lua_access=access, lua_log=hooks.log)
+            self._made[key] = body
+        return body
+
+    def plain(self, match: PathMatch, tls: bool, ssl_redirect: bool) -> LocationBody:
+        """The body of a location with no settings of its own: an HTTP
+        backend without Lua hooks and the global defaults for everything."""
+        key = ("plain", match, tls, ssl_redirect)
+        body = self._made.get(key)
+        if body is None:
+            loc = Location(path="/", match=match, backend="plain", ssl_redirect=ssl_redirect)
+            body = self._made[key] = _location_body(loc, "_", self.settings, [], tls)
+        return body
+
+    def not_found(self, tls: bool) -> LocationBody:
+        """The body of ``location /`` answering 404, for a server without a ``Prefix /``."""
+        key = ("404", tls)
+        body = self._made.get(key)
+        if body is None:
+            plain = _location_body(Location(path="/", backend="default-404"), "_", self.settings, [], tls)
+            body = self._made[key] = replace(plain, proxy=False, return_line="404")
+        return body
+
+
+def _location_body(loc: Location, host: str, settings: GlobalSettings, zones: list[LimitZone],
+                   tls: bool, *, lua_access: bool = False, lua_log: bool = False) -> LocationBody:
     module, pass_url = _PASS[loc.proxy.protocol]
     host_header = (
         v.quote(v.upstream_vhost("proxy.upstream_vhost", loc.proxy.upstream_vhost))
@@ -422,9 +566,7 @@ def _location(loc: Location, match_q: str, host: str, settings: GlobalSettings, 
         if zone not in zones:
             zones.append(zone)
         limit_conn = f"{name} {loc.rate_limit.connections}"
-    return LocationView(
-        match_q=match_q,
-        upstream_name_q=v.quote(v.backend_name("backend", loc.backend or "redirect")),
+    return LocationBody(
         proxy=loc.redirect is None,
         module=module,
         pass_url=pass_url,
@@ -508,8 +650,7 @@ def _hsts(settings: GlobalSettings) -> str | None:
     return v.quote(value)
 
 
-def _default_locations(config: Configuration, settings: GlobalSettings, zones: list[LimitZone],
-                       phases: dict[str, LuaPhases]) -> tuple[LocationView, ...]:
+def _default_locations(config: Configuration, bodies: Bodies) -> tuple[LocationView, ...]:
     """The catch-all server's locations: host-less rules, then the default ``/``.
 
     The default ``/`` proxies to the default backend if there is one, else
@@ -518,10 +659,4 @@ def _default_locations(config: Configuration, settings: GlobalSettings, zones: l
     locations = config.default_server_locations
     if config.default_backend is not None and not any(_is_root_prefix(loc) for loc in locations):
         locations = (*locations, Location(path="/", backend=config.default_backend))
-    return _locations("default_server", locations, "_", settings, zones, phases, tls=False)
-
-
-def _not_found(host: str, settings: GlobalSettings, tls: bool) -> LocationView:
-    """``location /`` answering 404, for a server without a ``Prefix /``."""
-    view = _location(Location(path="/", backend="default-404"), v.quote("/"), host, settings, [], tls)
-    return replace(view, proxy=False, return_line="404")
+    return _locations("default_server", locations, "_", bodies, tls=False)

@@ -35,7 +35,7 @@ from platformd.ingress.model import (
     SessionAffinity,
     TrafficShapingPolicy,
 )
-from platformd.ingress.render import certificate_uid, checksum
+from platformd.ingress.render import backends_checksum, certificate_uid, checksum
 
 HOST = "app.example.com"
 
@@ -343,9 +343,9 @@ def test_get_returns_what_is_loaded(dataplane, backends):
         summary = lua.get("/configuration").json()
     assert loaded["data"][0]["name"] == "app"
     assert loaded["data"][0]["endpoints"] == [{"address": b0.address, "port": b0.port}]
-    assert loaded["checksum"] == checksum(loaded["data"])
+    assert loaded["checksum"] == backends_checksum(loaded["data"])
     assert summary["backends"] == {"checksum": loaded["checksum"], "version": loaded["version"]}
-    assert set(summary) == {"backends", "certificates", "general"}
+    assert set(summary) == {"backends", "certificates", "general", "routes"}
 
 
 @pytest.mark.parametrize("body, fragment", [

@@ -323,7 +323,7 @@ def test_certificates_payload_maps_names_to_content_ids():
 def test_checksum_is_of_canonical_json():
     assert render.checksum({"b": 1, "a": [1, 2]}) == render.checksum({"a": [1, 2], "b": 1})
     sections = render.dynamic_sections(rich_config())
-    assert [s.name for s in sections] == ["backends", "certificates", "general"]
+    assert [s.name for s in sections] == ["backends", "certificates", "general", "routes"]
     assert all(len(s.checksum) == 64 for s in sections)
 
 
@@ -414,3 +414,30 @@ def test_only_the_default_server_has_a_tls_context():
     assert text.count("ssl_certificate_key ") == 1 and "ssl_certificate_key " in catch_all
     assert text.count("ssl_client_hello_by_lua_block") == 1 and "ssl_client_hello_by_lua_block" in catch_all
     assert "ssl_certificate_by_lua_block" not in text
+
+
+def test_reused_server_views_follow_settings_and_lua_hooks():
+    """Views are reused per Server object (view._ServerViews); what else a view
+    depends on (global settings, a backend's Lua hooks, rate-limit zones) still shows."""
+    server = Server("reuse.example", locations=(
+        Location("/", backend="b"),
+        Location("/limited", backend="b", rate_limit=RateLimit(rps=3)),
+    ))
+    first = Configuration(servers=(server,), backends=(Backend("b"),))
+    bigger = Configuration(servers=(server,), backends=(Backend("b"),), settings=GlobalSettings(body_size="9m"))
+    hooked = Configuration(servers=(server,), backends=(Backend("b", session_affinity=SessionAffinity()),))
+    texts = [render.render_nginx_conf(c, runtime()) for c in (first, bigger, hooked, first)]
+    assert "client_max_body_size 9m;" in texts[1] and "client_max_body_size 9m;" not in texts[0]
+    assert "access_by_lua_block" in texts[2].split("server_name \"reuse.example\"")[1]
+    assert "access_by_lua_block" not in texts[0].split("server_name \"reuse.example\"")[1]
+    assert all("limit_req_zone" in text for text in texts)  # a reused view still declares its zone
+    assert texts[3] == texts[0]
+
+
+def test_router_hooks_only_in_the_catch_all_server():
+    text = render.render_nginx_conf(rich_config(), runtime())
+    catch_all, _, named = text.partition("server_name _;")[2].partition("\n    server {")
+    assert 'rewrite_by_lua_block { require("router").route() }' in catch_all
+    assert "location @platform_router {" in catch_all and "location @platform_router_404 {" in catch_all
+    assert "require(\"router\")" not in named
+    assert "rewrite_by_lua_no_postpone on;" in text
