@@ -30,16 +30,24 @@
 --              to connect or answer, per proxy_next_upstream) take the next
 --              endpoint not tried yet.
 --   log()      feed response times back (EWMA).
--- Per-worker state is rebuilt as a whole on a version change and swapped with
--- one assignment; balancer instances of unchanged algorithm are kept and
--- `sync`ed so round-robin positions and EWMA in-flight counts survive.
--- Hot path (plain requests): one shared-dict read, one ngx.var read, one
--- table lookup, the algorithm's pick, set_current_peer; no table allocated
--- and no string built per request.
+-- Per-worker state follows the shared version: after a delta (an endpoint
+-- change) only the entries it names are rebuilt, in place; a worker that is
+-- new or fell behind the chain (configuration.backends_since) rebuilds every
+-- entry and swaps the table with one assignment. Either way balancer
+-- instances of unchanged algorithm are kept and `sync`ed, so round-robin
+-- positions and EWMA in-flight counts survive, and instances of backends a
+-- delta does not name are not touched at all.
+-- Hot path (plain requests): one shared-dict read, one read of
+-- $proxy_upstream_name with its hash computed once (util/variable.lua), one
+-- table lookup, the algorithm's pick, set_current_peer (address and port
+-- apart: nginx parses that fastest); get_last_failure and set_more_tries
+-- only for backends with more than one endpoint; no table allocated and no
+-- string built per request. bench/bench_dataplane.py counts its instructions.
 local ngx_balancer = require("ngx.balancer")
 local configuration = require("configuration")
 local canary = require("canary")
 local endpoint_key = require("util.endpoint").key
+local upstream_name = require("util.variable").reader("proxy_upstream_name")
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -114,7 +122,8 @@ local function header_var(name)
   return "http_" .. name:lower():gsub("-", "_")
 end
 
--- The worker's view: one entry per backend name, replaced whole by `rebuild`.
+-- The worker's view: one entry per backend name, replaced whole by `rebuild`
+-- or patched by `apply_deltas`.
 --   entry = {backend, instance, algorithm, plain, retries, header_var, cookie_var}
 -- `plain`: no access phase needed; `retries`: extra attempts for a request
 -- (endpoints - 1, at most MAX_RETRIES); `header_var`/`cookie_var`: ngx.var
@@ -150,10 +159,39 @@ local function rebuild(version, list)
   state = { version = version, entries = entries }
 end
 
+-- In place: refresh never yields (shared-dict reads only), so no request of
+-- this worker sees an entries table with half a delta applied.
+local function apply_deltas(version, deltas)
+  local entries = state.entries
+  for _, delta in ipairs(deltas) do
+    for _, name in ipairs(delta.remove) do
+      entries[name] = nil
+    end
+    for _, backend in ipairs(delta.upsert) do
+      entries[backend.name] = entry_for(backend, entries[backend.name])
+    end
+  end
+  state.version = version
+end
+
 local function refresh()
   if version_of("backends") ~= state.version then
-    rebuild(configuration.backends())
+    local version, list, deltas = configuration.backends_since(state.version)
+    if deltas ~= nil then
+      apply_deltas(version, deltas)
+    else
+      rebuild(version, list)
+    end
   end
+end
+
+--- Build this worker's state now instead of on its first request (see
+-- platform.init_worker): at 20,000 backends a cold build takes ~100 ms.
+M.warm = refresh
+
+-- For specs: the worker's entries (read-only).
+function M._entries()
+  return state.entries
 end
 
 local function add_set_cookie(value)
@@ -346,7 +384,7 @@ end
 
 function M.balance()
   refresh()
-  local entry = state.entries[ngx_var.proxy_upstream_name]
+  local entry = state.entries[upstream_name()]
   if entry == nil then
     return unavailable()
   end
@@ -360,21 +398,24 @@ function M.balance()
     end
     return balance_chosen(chosen)
   end
-  if get_last_failure() ~= nil then
-    local tried, last = tried_peers()
-    log_retry(last)
-    local endpoint = next_untried(entry.backend.endpoints, tried, last)
-    if endpoint == nil then
-      return unavailable()
+  local retries = entry.retries
+  if retries > 0 then
+    -- Only a request given more tries comes back after a failure (with one
+    -- endpoint nginx has a single try), so only such a request asks.
+    if get_last_failure() ~= nil then
+      local tried, last = tried_peers()
+      log_retry(last)
+      local endpoint = next_untried(entry.backend.endpoints, tried, last)
+      if endpoint == nil then
+        return unavailable()
+      end
+      return set_peer(endpoint)
     end
-    return set_peer(endpoint)
+    set_more_tries(retries)
   end
   local endpoint = entry.instance:balance(PLAIN_REQUEST)
   if endpoint == nil then
     return unavailable()
-  end
-  if entry.retries > 0 then
-    set_more_tries(entry.retries)
   end
   return set_peer(endpoint)
 end
