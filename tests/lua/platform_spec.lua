@@ -1,0 +1,61 @@
+-- platform.lua's worker start: a zero-delay timer warms the balancer and the
+-- router, and a failure there is logged instead of breaking the worker.
+package.path = "./tests/lua/?.lua;" .. package.path
+
+local function with_platform(stubs, fn)
+  local saved_ngx, saved = _G.ngx, {}
+  local timers, logs = {}, {}
+  _G.ngx = {
+    now = function() return 1 end,
+    worker = { pid = function() return 42 end, id = function() return 0 end },
+    timer = { at = function(delay, callback) timers[#timers + 1] = { delay, callback } return true end },
+    log = function(level, ...) logs[#logs + 1] = { level, table.concat({ ... }) } end,
+    ERR = 1, WARN = 2,
+  }
+  for name, stub in pairs(stubs) do
+    saved[name] = package.loaded[name]
+    package.loaded[name] = stub
+  end
+  package.loaded.platform = nil
+  local ok, err = pcall(fn, require("platform"), timers, logs)
+  package.loaded.platform = nil
+  for name in pairs(stubs) do
+    package.loaded[name] = saved[name]
+  end
+  _G.ngx = saved_ngx
+  if not ok then error(err, 0) end
+end
+
+describe("platform.init_worker", function()
+  it("warms the balancer and the router in a zero-delay timer", function()
+    local warmed = {}
+    local stubs = {
+      balancer = { warm = function() warmed[#warmed + 1] = "balancer" end },
+      router = { warm = function() warmed[#warmed + 1] = "router" end },
+    }
+    with_platform(stubs, function(platform, timers)
+      platform.init_worker()
+      assert.equals(1, #timers)
+      assert.equals(0, timers[1][1])
+      assert.same({}, warmed) -- not in init_worker itself
+      timers[1][2](false)
+      assert.same({ "balancer", "router" }, warmed)
+    end)
+  end)
+
+  it("logs a failed warm-up and still warms the rest; does nothing when premature", function()
+    local warmed = {}
+    local stubs = {
+      balancer = { warm = function() error("boom") end },
+      router = { warm = function() warmed[#warmed + 1] = "router" end },
+    }
+    with_platform(stubs, function(platform, _, logs)
+      platform.warm(true)
+      assert.same({}, warmed)
+      platform.warm(false)
+      assert.same({ "router" }, warmed)
+      assert.equals(1, #logs)
+      assert.truthy(logs[1][2]:find("warming balancer failed", 1, true))
+    end)
+  end)
+end)
