@@ -3,10 +3,10 @@
 ``DataPlane.apply(desired)`` reads as its steps:
 
 1. decide (pure): reload, dynamic push, or nothing;
-2. reload when the shape changed: render, pre-seed Lua with old+new
-   backends (before ``nginx -t``, which takes seconds at 10,000 Ingresses, so
-   whatever Lua alone can serve is served that much sooner), ``nginx -t`` the
-   candidate, swap it in atomically, SIGHUP, wait for new workers; on any
+2. reload when the shape changed: pre-seed Lua with old+new dynamic state
+   (before rendering and ``nginx -t``, which take seconds at 10,000
+   Ingresses, so whatever Lua alone can serve is served that much sooner),
+   render, ``nginx -t`` the candidate, swap it in atomically, SIGHUP, wait for new workers; on any
    failure the old file and workers stay and the error is logged, counted
    and returned (start nginx instead if it is not running);
 3. push the dynamic sections to Lua and wait for its checksum (all of them
@@ -300,9 +300,11 @@ class DataPlane:
                 with self._lock:  # from now on (rendering takes seconds at 10k) pushes go on
                     self._reloading, self._newer = desired, None
                 try:
+                    if master is not None:
+                        self._seed(desired, master)
                     text = render_nginx_conf(desired, self.runtime, self.templates_dir)
                     text_hash = hashlib.sha256(text.encode()).hexdigest()
-                    kind = self._start(text) if master is None else self._reload(text, desired)
+                    kind = self._start(text) if master is None else self._reload(text)
                 except BaseException:
                     with self._lock:
                         self._reloading = self._newer = None
@@ -344,24 +346,26 @@ class DataPlane:
         self._record_reload(text)
         return "start"
 
-    def _reload(self, text: str, desired: Configuration) -> str:
-        """Make the running nginx serve ``text``. "reload", or "noop" if it already does.
+    def _seed(self, desired: Configuration, master: int) -> None:
+        """Before a reload renders anything, give Lua the union of the running
+        and the desired dynamic state: new workers then find the backends of
+        new locations on their first request, old workers (or, should the
+        reload fail, the old configuration) still find theirs, and a new host
+        the Lua router can serve is served now rather than after render and
+        ``nginx -t`` (seconds each at 10,000 Ingresses)."""
+        try:
+            with self._push_lock:
+                self._push(dynamic_sections(_union(self._running, desired)), master)
+        except LuaError:
+            self._reload_failed()
+            raise
 
-        Between ``nginx -t`` and SIGHUP, Lua gets the union of the running
-        and the desired backends and certificates: new workers then find the
-        backends of new locations on their first request, and old workers
-        (or, should the reload fail, the old configuration) still find theirs.
-        """
+    def _reload(self, text: str) -> str:
+        """Make the running nginx serve ``text``. "reload", or "noop" if it already does."""
         live = self.nginx.files.conf
         previous = live.read_text() if live.exists() else None
         if previous == text:
             return "noop"
-        try:
-            with self._push_lock:
-                self._push(dynamic_sections(_union(self._running, desired)), self.nginx.master_pid())
-        except LuaError:
-            self._reload_failed()
-            raise
         self._install(text)
         try:
             self.nginx.reload(timeout=self.reload_timeout)

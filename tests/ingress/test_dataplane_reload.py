@@ -319,8 +319,16 @@ def test_changes_arriving_during_a_reload_coalesce(tmp_path):
     assert plane.running == configs[-1]
 
 
-def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path):
+def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path, monkeypatch):
     events: list[str] = []
+    from platformd.ingress import dataplane as dataplane_mod
+    real_render = dataplane_mod.render_nginx_conf
+
+    def recording_render(*args, **kwargs):
+        events.append("render")
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(dataplane_mod, "render_nginx_conf", recording_render)
 
     class RecordingNginx(FakeNginx):
         def install(self, text):
@@ -350,8 +358,9 @@ def test_reload_preseeds_lua_with_old_and_new_backends(tmp_path):
     plane._pushed_to_master = 4242
     desired = Configuration(servers=(Server(HOST, locations=(Location("/new", backend="new"),)),), backends=(Backend("new"),))
     assert plane.apply(desired).kind == "reload"
-    # Lua learns the new backends before nginx -t, and old ones go only after the reload.
-    assert events == ["push new,old", "install", "reload", "delta + -old"]
+    # Lua learns the new backends before rendering and nginx -t (seconds each
+    # at 10,000 Ingresses), and old ones go only after the reload.
+    assert events == ["push new,old", "render", "install", "reload", "delta + -old"]
 
 
 def test_endpoint_changes_during_a_reload_are_pushed_without_waiting_for_it(tmp_path):
