@@ -5,25 +5,12 @@ package.path = "./tests/lua/?.lua;" .. package.path
 local h = require("helpers")
 
 local function with_stubbed_ngx(fn)
-  local saved_ngx = _G.ngx
-  local saved = {}
   local stubs = {
     ["ngx.balancer"] = {},
     configuration = { version = function() return 0 end, backends = function() return 0, {} end },
   }
-  _G.ngx = { shared = { platform_balancer = h.store() }, now = function() return 0 end, var = {}, ctx = {} }
-  for name, stub in pairs(stubs) do
-    saved[name] = package.loaded[name]
-    package.loaded[name] = stub
-  end
-  package.loaded.balancer = nil
-  local ok, err = pcall(fn, require("balancer"))
-  package.loaded.balancer = nil
-  for name in pairs(stubs) do
-    package.loaded[name] = saved[name]
-  end
-  _G.ngx = saved_ngx
-  if not ok then error(err, 0) end
+  local fake_ngx = { shared = { platform_balancer = h.store() }, now = function() return 0 end, var = {}, ctx = {} }
+  h.with_module("balancer", fake_ngx, stubs, fn)
 end
 
 describe("balancer registry", function()

@@ -12,7 +12,6 @@ end
 -- Loads balancer.lua against a fake configuration whose answers the spec sets:
 -- `shared.version`, and `shared.answer(known) -> version, list, deltas`.
 local function with_balancer(fn)
-  local saved_ngx, saved = _G.ngx, {}
   local shared = { version = 0, asked = {} }
   local peers = {}
   local stubs = {
@@ -29,20 +28,9 @@ local function with_balancer(fn)
       end,
     },
   }
-  _G.ngx = { shared = { platform_balancer = h.store() }, now = function() return 0 end, var = {}, ctx = {},
-             log = function() end, exit = function() end, ERR = 1, INFO = 2, WARN = 3, ERROR = -1 }
-  for name, stub in pairs(stubs) do
-    saved[name] = package.loaded[name]
-    package.loaded[name] = stub
-  end
-  package.loaded.balancer = nil
-  local ok, err = pcall(fn, require("balancer"), shared, peers)
-  package.loaded.balancer = nil
-  for name in pairs(stubs) do
-    package.loaded[name] = saved[name]
-  end
-  _G.ngx = saved_ngx
-  if not ok then error(err, 0) end
+  local fake_ngx = { shared = { platform_balancer = h.store() }, now = function() return 0 end, var = {}, ctx = {},
+                     log = function() end, exit = function() end, ERR = 1, INFO = 2, WARN = 3, ERROR = -1 }
+  h.with_module("balancer", fake_ngx, stubs, fn, shared, peers)
 end
 
 local function request(balancer, name)

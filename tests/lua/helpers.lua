@@ -63,4 +63,24 @@ function M.count(balancer, times, make_request)
   return counts
 end
 
+--- Load module `name` afresh with `_G.ngx = fake_ngx` and `package.loaded`
+-- entries replaced by `stubs`, call `fn(module, ...)`, then put everything
+-- back (also when `fn` fails, whose error is re-raised).
+function M.with_module(name, fake_ngx, stubs, fn, ...)
+  local saved_ngx, saved = _G.ngx, {}
+  _G.ngx = fake_ngx
+  for stub_name, stub in pairs(stubs) do
+    saved[stub_name] = package.loaded[stub_name]
+    package.loaded[stub_name] = stub
+  end
+  package.loaded[name] = nil
+  local ok, err = pcall(function(...) return fn(require(name), ...) end, ...)
+  package.loaded[name] = nil
+  for stub_name in pairs(stubs) do
+    package.loaded[stub_name] = saved[stub_name]
+  end
+  _G.ngx = saved_ngx
+  if not ok then error(err, 0) end
+end
+
 return M

@@ -1,29 +1,18 @@
 -- platform.lua's worker start: a zero-delay timer warms the balancer and the
 -- router, and a failure there is logged instead of breaking the worker.
 package.path = "./tests/lua/?.lua;" .. package.path
+local h = require("helpers")
 
 local function with_platform(stubs, fn)
-  local saved_ngx, saved = _G.ngx, {}
   local timers, logs = {}, {}
-  _G.ngx = {
+  local fake_ngx = {
     now = function() return 1 end,
     worker = { pid = function() return 42 end, id = function() return 0 end },
     timer = { at = function(delay, callback) timers[#timers + 1] = { delay, callback } return true end },
     log = function(level, ...) logs[#logs + 1] = { level, table.concat({ ... }) } end,
     ERR = 1, WARN = 2,
   }
-  for name, stub in pairs(stubs) do
-    saved[name] = package.loaded[name]
-    package.loaded[name] = stub
-  end
-  package.loaded.platform = nil
-  local ok, err = pcall(fn, require("platform"), timers, logs)
-  package.loaded.platform = nil
-  for name in pairs(stubs) do
-    package.loaded[name] = saved[name]
-  end
-  _G.ngx = saved_ngx
-  if not ok then error(err, 0) end
+  h.with_module("platform", fake_ngx, stubs, fn, timers, logs)
 end
 
 describe("platform.init_worker", function()
