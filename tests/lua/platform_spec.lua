@@ -8,7 +8,10 @@ local function with_platform(stubs, fn)
   local fake_ngx = {
     now = function() return 1 end,
     worker = { pid = function() return 42 end, id = function() return 0 end },
-    timer = { at = function(delay, callback) timers[#timers + 1] = { delay, callback } return true end },
+    timer = {
+      at = function(delay, callback) timers[#timers + 1] = { "at", delay, callback } return true end,
+      every = function(delay, callback) timers[#timers + 1] = { "every", delay, callback } return true end,
+    },
     log = function(level, ...) logs[#logs + 1] = { level, table.concat({ ... }) } end,
     ERR = 1, WARN = 2,
   }
@@ -16,7 +19,7 @@ local function with_platform(stubs, fn)
 end
 
 describe("platform.init_worker", function()
-  it("warms the balancer and the router in a zero-delay timer", function()
+  it("warms the balancer and the router at once and then periodically, from timers", function()
     local warmed = {}
     local stubs = {
       balancer = { warm = function() warmed[#warmed + 1] = "balancer" end },
@@ -24,11 +27,13 @@ describe("platform.init_worker", function()
     }
     with_platform(stubs, function(platform, timers)
       platform.init_worker()
-      assert.equals(1, #timers)
-      assert.equals(0, timers[1][1])
+      assert.same({ { "at", 0 }, { "every", platform.WARM_INTERVAL } },
+                  { { timers[1][1], timers[1][2] }, { timers[2][1], timers[2][2] } })
       assert.same({}, warmed) -- not in init_worker itself
-      timers[1][2](false)
+      timers[1][3](false)
       assert.same({ "balancer", "router" }, warmed)
+      timers[2][3](false)
+      assert.same({ "balancer", "router", "balancer", "router" }, warmed)
     end)
   end)
 
