@@ -58,7 +58,7 @@ M.SECTIONS = { backends = true, certificates = true, general = true, routes = tr
 -- Longest chain of deltas a base carries (409 beyond: post the whole set).
 -- The client compacts well before this (platformd.ingress.render,
 -- COMPACT_AFTER); this only bounds what a fresh worker has to replay.
-M.MAX_CHAIN = 64
+M.MAX_CHAIN = 1024
 
 local config = ngx.shared.platform_configuration
 local pems = ngx.shared.platform_certificates

@@ -237,9 +237,13 @@ def backends_checksum(payload: list[dict[str, Any]]) -> str:
 # backends: a worker that starts (a reload) or falls behind replays base +
 # chain, so this bounds that replay (and the chain's room in the shared
 # dict) to about 1/8 of the set more than a full payload costs, while an
-# endpoint change still moves one backend. Lua refuses chains beyond
-# configuration.lua's MAX_CHAIN (64) whatever the client does.
-COMPACT_AFTER = 32
+# endpoint change still moves one backend. A compaction is not free: at
+# 20,000 backends the full POST (3 MB, validated whole by Lua) takes ~0.8 s,
+# the one endpoint change that triggers it waits for it, so it must be rare
+# (1 change in 512 stays out of the p99); replaying 512 one-backend deltas
+# costs a fresh worker a few milliseconds. Lua refuses chains beyond
+# configuration.lua's MAX_CHAIN (1,024) whatever the client does.
+COMPACT_AFTER = 512
 COMPACT_SHARE = 1 / 8
 COMPACT_FLOOR = 16  # small sets use deltas too, so one protocol serves every size
 

@@ -91,7 +91,7 @@ def test_a_long_chain_is_refused_so_the_client_posts_the_whole_set(dataplane, ba
     with config_socket(dataplane) as lua:
         data = [backend("a", 1)]
         assert post_full(lua, data).status_code == 201
-        for port in range(2, 200):
+        for port in range(2, 1200):
             target = [backend("a", port)]
             r = post_delta(lua, render.backends_checksum(data), target, target, [])
             if r.status_code == 409:
@@ -99,7 +99,7 @@ def test_a_long_chain_is_refused_so_the_client_posts_the_whole_set(dataplane, ba
             assert r.status_code == 201, r.text
             data = target
         assert r.status_code == 409 and "too long" in r.json()["error"]
-        assert 60 <= port <= 70  # configuration.lua's MAX_CHAIN (64) and change
+        assert 1020 <= port <= 1030  # configuration.lua's MAX_CHAIN (1,024) and change
         assert loaded(lua)["data"] == data
 
 
@@ -151,12 +151,12 @@ class ConflictingLua(FakeLua):
         return super().push_delta(delta)
 
 
-def plane_on_fakes(tmp_path: Path, lua: FakeLua) -> tuple[DataPlane, Configuration]:
+def plane_on_fakes(tmp_path: Path, lua: FakeLua, backends: int = 400) -> tuple[DataPlane, Configuration]:
     nginx = FakeNginx(tmp_path, reload_seconds=0)
     runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
     plane = DataPlane(nginx, lua, runtime, CollectorRegistry())
     config = Configuration(servers=(Server(HOST, locations=(Location("/", backend="b0"),)),),
-                           backends=tuple(Backend(f"b{i}", endpoints=(Endpoint("10.0.0.1", 80),)) for i in range(400)))
+                           backends=tuple(Backend(f"b{i}", endpoints=(Endpoint("10.0.0.1", 80),)) for i in range(backends)))
     plane._running, plane._pushed_to_master = config, 4242
     plane._push(render.dynamic_sections(config), 4242)  # as after a start
     return plane, config
@@ -179,8 +179,8 @@ def test_a_refused_delta_falls_back_to_the_whole_section(tmp_path):
 
 
 def test_the_chain_is_compacted_after_compact_after_deltas(tmp_path):
-    lua = ConflictingLua()  # 400 backends: the count, not the share, decides
-    plane, config = plane_on_fakes(tmp_path, lua)
+    lua = ConflictingLua()  # more than 8 * COMPACT_AFTER backends: the count, not the share, decides
+    plane, config = plane_on_fakes(tmp_path, lua, backends=8 * render.COMPACT_AFTER + 100)
     for i in range(render.COMPACT_AFTER + 2):
         config = moved(config, i % 10, 100 + i)
         assert plane.apply(config).ok
