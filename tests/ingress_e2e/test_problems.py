@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.certs import self_signed
 from tests.ingress_e2e import objects as o
 from tests.ingress_e2e.conftest import wait_for
 
@@ -100,14 +101,6 @@ def test_missing_service_answers_503_until_it_appears(fake_api, ingress_controll
     assert running.get("/", host="shop.example").text == "web"
 
 
-def _self_signed(host: str, directory: Path) -> tuple[str, str]:
-    cert, key = directory / f"{host}.crt", directory / f"{host}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "30", "-subj", f"/CN={host}",
-                    "-addext", f"subjectAltName=DNS:{host}"], check=True, capture_output=True)
-    return cert.read_text(), key.read_text()
-
-
 def _served_cert_cn(port: int, host: str) -> str:
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -134,7 +127,7 @@ def test_missing_tls_secret_serves_default_certificate_until_it_appears(fake_api
     assert running.get("/", host=host).status_code in (301, 302, 307, 308)
     wait_for(lambda: _has_event(fake_api, "secure", "SecretNotFound"), 15, message="SecretNotFound event")
     reloads = running.status()["reload_count"]
-    cert, key = _self_signed(host, tmp_path)
+    cert, key = self_signed(host, tmp_path)
     fake_api.create(o.tls_secret("secure-tls", cert, key))
     wait_for(lambda: f"CN = {host}" in _served_cert_cn(running.https_port, host) or
              f"CN={host}" in _served_cert_cn(running.https_port, host), 10, message="certificate from the Secret")

@@ -23,15 +23,8 @@ from platformd.ingress.model import (
     Server,
 )
 from platformd.ingress.render import dynamic_sections
+from tests.helpers.certs import self_signed
 from tests.ingress.conftest import backends, dataplane  # noqa: F401  (fixtures)
-
-
-def _self_signed(host: str, directory: Path) -> tuple[str, str]:
-    cert, key = directory / f"{host}.crt", directory / f"{host}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={host}",
-                    "-addext", f"subjectAltName=DNS:{host}"], check=True, capture_output=True)
-    return cert.read_text(), key.read_text()
 
 
 def _https_get(port: int, host: str, path: str) -> tuple[str, str, str]:
@@ -58,7 +51,7 @@ def test_new_hosts_are_served_from_the_routes_section_until_the_reload(dataplane
     running = Configuration(servers=(old,), backends=(Backend("old", endpoints=(b0.endpoint,)),))
     assert dataplane.apply(running).ok
 
-    cert, key = _self_signed("secure.example", tmp_path)
+    cert, key = self_signed("secure.example", tmp_path)
     desired = dataplane.localize(Configuration(
         servers=(
             old,
