@@ -18,8 +18,8 @@
 -- every other ("plain": round robin or consistent hashing, no canary) gets
 -- only balance(), which then does all the work. An access phase costs a Lua
 -- coroutine per request and ngx.ctx a table; plain requests pay neither.
---   access()   refresh the backends if the shared version moved (one dict
---              read per request, no timer), pick the backend (canary.lua) and
+--   access()   refresh the backends if the shared version moved (checked
+--              per request, no timer), pick the backend (canary.lua) and
 --              the endpoint into ngx.ctx, set any sticky cookie; 503 when the
 --              chosen backend is unknown or has no endpoints.
 --   balance()  hand the endpoint to nginx: the one access() picked, or pick
@@ -37,7 +37,8 @@
 -- instances of unchanged algorithm are kept and `sync`ed, so round-robin
 -- positions and EWMA in-flight counts survive, and instances of backends a
 -- delta does not name are not touched at all.
--- Hot path (plain requests): one shared-dict read, one read of
+-- Hot path (plain requests): one load of the shared change counter (the
+-- dict is read only after a POST, util/changes.lua), one read of
 -- $proxy_upstream_name with its hash computed once (util/variable.lua), one
 -- table lookup, the algorithm's pick, set_current_peer (address and port
 -- apart: nginx parses that fastest); get_last_failure and set_more_tries
@@ -48,6 +49,7 @@ local configuration = require("configuration")
 local canary = require("canary")
 local endpoint_key = require("util.endpoint").key
 local upstream_name = require("util.variable").reader("proxy_upstream_name")
+local changes_now = require("util.changes").current
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -174,7 +176,15 @@ local function apply_deltas(version, deltas)
   state.version = version
 end
 
+-- The change counter (util/changes.lua) seen when the version was last
+-- compared: while it stays, no POST moved any version, so the dict is not read.
+local seen_changes = nil
+
 local function refresh()
+  local changes = changes_now()
+  if changes == seen_changes then
+    return
+  end
   if version_of("backends") ~= state.version then
     local version, list, deltas = configuration.backends_since(state.version)
     if deltas ~= nil then
@@ -183,6 +193,7 @@ local function refresh()
       rebuild(version, list)
     end
   end
+  seen_changes = changes -- only once caught up: an error above retries next time
 end
 
 --- Build this worker's state now instead of on its first request (see

@@ -47,6 +47,7 @@
 -- them); two concurrent POSTs end with the later-numbered one in force.
 local cjson = require("cjson.safe")
 local schema = require("util.schema")
+local changes = require("util.changes")
 
 local M = {}
 
@@ -98,6 +99,7 @@ function M.init()
     config:add(section .. ":seq", 0)
     config:add(section .. ":version", 0)
   end
+  changes.init()
 end
 
 ---------------------------------------------------------------------------
@@ -333,6 +335,7 @@ local function publish(section, version, on_drop)
     obsolete = version
   else
     config:replace(section .. ":version", version)
+    changes.signal()
   end
   config:delete(section .. "@" .. obsolete)
   config:delete(section .. "#" .. obsolete)
@@ -460,6 +463,7 @@ local function store_backends_delta(version, raw, checksum, in_force, chain)
   end
   -- Not `publish`: the chain (and the base) of the previous version stay.
   config:replace("backends:version", version)
+  changes.signal()
   config:delete("backends#" .. in_force)
   config:delete("backends^" .. in_force)
   return true

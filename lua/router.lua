@@ -98,14 +98,21 @@ end
 -- nginx glue: `rewrite_by_lua` of the catch-all server (templates/nginx.conf.j2)
 ---------------------------------------------------------------------------
 
+local changes_now = require("util.changes").current
 local state = { version = -1, routes = M.compile(nil) }
+local seen_changes = nil -- as in balancer.refresh: skip the dict while no POST came
 
 local function current()
+  local changes = changes_now()
+  if changes == seen_changes then
+    return state.routes
+  end
   local configuration = require("configuration")
   if configuration.version("routes") ~= state.version then
     local version, data = configuration.routes()
     state = { version = version, routes = M.compile(data) }
   end
+  seen_changes = changes
   return state.routes
 end
 

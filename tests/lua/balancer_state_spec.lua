@@ -11,6 +11,8 @@ end
 
 -- Loads balancer.lua against a fake configuration whose answers the spec sets:
 -- `shared.version`, and `shared.answer(known) -> version, list, deltas`.
+-- The change counter (util/changes.lua) moves with every version unless a
+-- spec sets `shared.changes` itself.
 local function with_balancer(fn)
   local shared = { version = 0, asked = {} }
   local peers = {}
@@ -19,6 +21,9 @@ local function with_balancer(fn)
       set_current_peer = function(address, port) peers[#peers + 1] = address .. ":" .. port return true end,
       set_more_tries = function() return true end,
       get_last_failure = function() return nil end,
+    },
+    ["util.changes"] = {
+      current = function() return shared.changes or shared.version end,
     },
     configuration = {
       version = function() return shared.version end,
@@ -107,6 +112,46 @@ describe("balancer state", function()
       assert.is_nil(entries.b)
       assert.are_not.equal(a, entries.a)
       assert.equals(a.instance, entries.a.instance) -- instances survive a rebuild too
+    end)
+  end)
+
+  it("reads the shared version only after the change counter moved", function()
+    with_balancer(function(balancer, shared)
+      shared.changes = 100
+      shared.version = 1
+      shared.answer = function() return 1, { backend("a") } end
+      request(balancer, "a")
+      assert.same({ -1 }, shared.asked)
+      -- A version moved but its signal has not come yet: the dict is not read.
+      shared.version = 2
+      shared.answer = function() return 2, { backend("a"), backend("b") } end
+      request(balancer, "a")
+      assert.same({ -1 }, shared.asked)
+      assert.is_nil(balancer._entries().b)
+      -- The signal: caught up on the next request.
+      shared.changes = 101
+      request(balancer, "a")
+      assert.same({ -1, 1 }, shared.asked)
+      assert.is_table(balancer._entries().b)
+    end)
+  end)
+
+  it("asks again after a failed refresh even if the counter did not move", function()
+    with_balancer(function(balancer, shared)
+      shared.changes = 7
+      shared.version = 1
+      local calls = 0
+      shared.answer = function()
+        calls = calls + 1
+        if calls == 1 then
+          error("dict gone mid-read")
+        end
+        return 1, { backend("a") }
+      end
+      assert.has_error(function() request(balancer, "a") end)
+      request(balancer, "a")
+      assert.equals(2, calls)
+      assert.is_table(balancer._entries().a)
     end)
   end)
 end)
