@@ -92,6 +92,12 @@ class BoundedFrequencyRunner:
                 self._pending_since = self._clock.monotonic()
         self._wake.set()
 
+    def requested(self) -> bool:
+        """Whether a ``run()`` came that no call has picked up yet: a call in
+        progress may use it to hand over early to the next one."""
+        with self._lock:
+            return self._requested
+
     def loop(self, stop_event: threading.Event) -> None:
         """Serve ``run()`` requests and periodic calls until ``stop_event`` is set."""
         wake_on(stop_event, self._wake, f"runner-{self.name}")

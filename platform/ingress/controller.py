@@ -353,7 +353,15 @@ class Controller:
                 config, _ = self._patch_endpoints(config, late)
             self._model, self._translation = config, translation
             applying = self.plane.submit(config)
-        result = applying()
+        # Waiting out a reload (tens of seconds at 10,000 Ingresses) would hold
+        # back the next sync, and with it a new Ingress the Lua router could
+        # serve at once: when another sync is due, leave this one to the data
+        # plane (it applies it with, or replaces it by, the next) and return.
+        result = applying(self._full.requested)
+        if result is None:
+            log.info("sync handed over to the next one while its reload waits")
+            self._tell(translation)
+            return
         self._record(result, config, translation, self.clock.monotonic() - started)
         self._tell(translation)
         if not result.ok:
@@ -413,9 +421,11 @@ class Controller:
                 self._model = config
                 applying = self.plane.submit(config)
         patched = self.clock.monotonic()
-        result = applying() if applying is not None else None
+        # As in ``sync``: behind a reload, newer endpoint changes must not wait.
+        result = applying(self._fast.requested) if applying is not None else None
         log.debug("endpoint sync of %d service(s): patch %.3fs, apply %.3fs (%s)", len(services),
-                  patched - started, self.clock.monotonic() - patched, result.kind if result else "no change")
+                  patched - started, self.clock.monotonic() - patched,
+                  result.kind if result else ("handed over" if applying else "no change"))
         if not complete:
             self._full.run()
         if result is None:

@@ -49,6 +49,19 @@ pending list and the reload target and is never held during I/O. Lock order:
 reload that then fails was still confirmed by Lua; the new shape is not
 served until a later apply reloads (the controller retries failed syncs).
 
+A shape change queued behind a reload in flight does not wait for it to be
+served where Lua can serve it: its submitter pushes the union of what old
+workers, the reload's new workers and it need (``_seed_queued``; the Lua
+router serves its new plain hosts from then on), remembers it as
+``_seeded``, and the reload in flight finishes by pushing that union again
+rather than its own target alone, so nothing seeded is taken back before
+its own reload. A waiter can also step aside: ``submit(...)(superseded)``
+returns None as soon as ``superseded()`` is true while its configuration
+still waits for (or is in) a reload, so a caller with newer work (the
+controller, when another sync is due) goes and submits it instead of
+holding its thread for a reload of tens of seconds; the configurations it
+leaves pending are applied with, or replaced by, the newer one.
+
 ``check()`` (run periodically by ``loop``) notices a new master pid (nginx
 restarted, its shared dicts are empty) and pushes every section again.
 """
@@ -83,6 +96,9 @@ from platformd.ingress.view import RuntimePaths
 __all__ = ["ApplyResult", "DataPlane", "Metrics"]
 
 log = logging.getLogger(__name__)
+
+# How often a waiter that may step aside asks whether it should (seconds).
+_SUPERSEDED_POLL = 0.05
 
 
 @dataclass(frozen=True)
@@ -167,6 +183,10 @@ class DataPlane:
         self._pending: list[_Ticket] = []  # handed over, not claimed yet; newest last
         self._reloading: Configuration | None = None  # target of the reload in flight
         self._newer: Configuration | None = None  # pushed dynamically during that reload
+        self._seeded: Configuration | None = None  # queued behind that reload, already in Lua
+        # Lua holds more than ``_running`` (a seed outlived its reload): the next
+        # push sends every section, not only those that differ from ``_running``.
+        self._lua_ahead = False
         self._last_result = ApplyResult("noop")
         self._running: Configuration | None = None  # recorded only after success
         self._pushed_to_master: int | None = None  # master pid holding our dynamic state
@@ -187,13 +207,18 @@ class DataPlane:
     def apply(self, desired: Configuration) -> ApplyResult:
         return self.submit(desired)()
 
-    def submit(self, desired: Configuration) -> Callable[[], ApplyResult]:
+    def submit(self, desired: Configuration) -> Callable[..., ApplyResult | None]:
         """Hand ``desired`` over as the newest configuration; the returned call applies it
-        (or a newer one) and returns the result (see the module docstring)."""
+        (or a newer one) and returns the result (see the module docstring).
+
+        Called as ``waiter(superseded)``, it returns None instead once
+        ``superseded()`` is true while ``desired`` waits for a reload (whatever
+        Lua alone can serve of it is served by then); without it, it always
+        returns the result."""
         ticket = _Ticket(desired)
         with self._lock:
             self._pending.append(ticket)
-        return lambda: self._wait(ticket)
+        return lambda superseded=None: self._wait(ticket, superseded)
 
     def check(self) -> bool:
         """Re-push everything if the nginx master changed; True if it pushed."""
@@ -207,6 +232,7 @@ class DataPlane:
             except LuaError as exc:
                 log.warning("re-push after master change failed: %s", exc)
                 return False
+            self._lua_ahead = False
             return True
 
     def loop(self, stop: threading.Event, interval: float = 1.0) -> None:
@@ -219,18 +245,29 @@ class DataPlane:
 
     # --- lanes ----------------------------------------------------------
 
-    def _wait(self, ticket: _Ticket) -> ApplyResult:
+    def _wait(self, ticket: _Ticket, superseded: Callable[[], bool] | None = None) -> ApplyResult | None:
+        poll = None if superseded is None else _SUPERSEDED_POLL
         while True:
             with self._lock:
                 while ticket.claimed and ticket.result is None:
-                    self._lock.wait()  # someone applies ours or a newer one
+                    if superseded is not None and superseded():
+                        return None
+                    self._lock.wait(poll)  # someone applies ours or a newer one
                 if ticket.result is not None:
                     return ticket.result
                 newest = self._pending[-1]
                 reference = self._reloading or self._running
+                reloading = self._reloading is not None
             if self._try_dynamic(newest, reference):
                 continue
-            with self._reload_lock:
+            if reloading:
+                self._seed_queued(newest)
+            while not self._reload_lock.acquire(timeout=_SUPERSEDED_POLL):
+                if ticket.result is not None:
+                    return ticket.result  # applied by the reload we waited behind
+                if superseded is not None and superseded():
+                    return None
+            try:
                 with self._lock:
                     if ticket.claimed:
                         continue  # taken while we waited for the lock
@@ -241,6 +278,8 @@ class DataPlane:
                     log.exception("applying configuration crashed")
                     result = ApplyResult("reload", exc)
                 self._resolve(group, result)
+            finally:
+                self._reload_lock.release()
 
     def _claim(self) -> list[_Ticket]:
         """Take every pending ticket, newest last (``_lock`` held)."""
@@ -270,9 +309,13 @@ class DataPlane:
                     return True  # moved on meanwhile: look again
                 group = self._claim()
                 reloading = self._reloading is not None
+                self._seeded = None  # ``newest`` needs no other shape: it replaces any seed
             desired = newest.config
             # During a reload old workers still serve the running locations.
-            sections = dynamic_sections(_union(self._running, desired)) if reloading else decision.sections
+            if reloading:
+                sections = dynamic_sections(_union(self._running, desired))
+            else:
+                sections = dynamic_sections(desired) if self._lua_ahead else decision.sections
             try:
                 self._push(sections, master)
             except Exception as exc:  # returned, so no waiter hangs (LuaError expected)
@@ -284,9 +327,29 @@ class DataPlane:
                     if reloading:
                         self._newer = desired
                     else:
-                        self._running = desired
+                        self._running, self._lua_ahead = desired, False
         self._resolve(group, result)
         return True
+
+    def _seed_queued(self, newest: _Ticket) -> None:
+        """``newest`` must wait for a reload while another is in flight: push now
+        what Lua can serve of it (see the module docstring). A failure only
+        means it is served after its reload, as without this step."""
+        master = self.nginx.master_pid()
+        with self._push_lock:
+            with self._lock:
+                target = self._newer or self._reloading
+                if (target is None or self._pending[-1:] != [newest] or self._seeded is newest.config
+                        or master is None or master != self._pushed_to_master):
+                    return
+                served = _union(self._running, target)  # old workers and the reload's new ones
+            try:
+                self._push(dynamic_sections(_union(served, newest.config)), master)
+            except LuaError as exc:
+                log.warning("could not serve a queued configuration before its reload: %s", exc)
+                return
+            with self._lock:
+                self._seeded = newest.config
 
     # --- steps ----------------------------------------------------------
 
@@ -298,7 +361,7 @@ class DataPlane:
         try:
             if master is None or decision.reload:
                 with self._lock:  # from now on (rendering takes seconds at 10k) pushes go on
-                    self._reloading, self._newer = desired, None
+                    self._reloading, self._newer, self._seeded = desired, None, None
                 try:
                     if master is not None:
                         self._seed(desired, master)
@@ -315,16 +378,24 @@ class DataPlane:
                     # The target stays until now, so dynamic applies keep
                     # comparing with the new shape; finish with the newest.
                     desired = self._newer or desired
-                    self._reloading = self._newer = None
+                    seeded = self._seeded
+                    self._reloading = self._newer = self._seeded = None
                 # A new nginx (start, or restarted behind our back) has empty
                 # shared dicts; after a reload the contract says push again.
                 fresh = kind in ("start", "reload") or master != self._pushed_to_master
-                sections = dynamic_sections(desired) if fresh else decision.sections
+                ahead = seeded is not None and master == self._pushed_to_master
+                if ahead:
+                    # Queued behind us and served already: keep serving it.
+                    sections = dynamic_sections(_union(desired, seeded))
+                elif fresh or self._lua_ahead:
+                    sections = dynamic_sections(desired)
+                else:
+                    sections = decision.sections
                 self._push(sections, master)
                 if kind == "noop" and sections:
                     kind = "dynamic"
                 with self._lock:
-                    self._running = desired
+                    self._running, self._lua_ahead = desired, ahead
         except (ValidationError, NginxError, LuaError) as exc:
             log.error("applying configuration failed (%s): %s", kind, exc)
             return ApplyResult(kind, exc, text_hash)

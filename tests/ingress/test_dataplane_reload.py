@@ -422,6 +422,113 @@ def test_endpoint_changes_during_a_reload_are_pushed_without_waiting_for_it(tmp_
     assert plane.running == moved  # the newest wins, not the reload's own target
 
 
+def test_a_shape_change_queued_behind_a_reload_is_served_by_lua_at_once(tmp_path):
+    """A new host arriving during a long reload: Lua routes it while that reload
+    runs, the reload's end does not take it back, and the waiter can step aside."""
+    started, release = threading.Event(), threading.Event()
+    reloads: list[str] = []
+    routed: list[set[str]] = []  # the hosts of each routes push, in order
+    lua_backends: set[str] = set()  # the backends Lua holds
+
+    class BlockedNginx(FakeNginx):
+        def reload(self, timeout=10.0):
+            reloads.append("reload")
+            if len(reloads) == 1:
+                started.set()
+                assert release.wait(10)
+            return {1}
+
+    class RecordingLua(FakeLua):
+        def push_section(self, section):
+            if section.name == "routes":
+                routed.append(set(section.data["servers"]))
+            if section.name == "backends":
+                lua_backends.clear()
+                lua_backends.update(b["name"] for b in section.data)
+            return super().push_section(section)
+
+        def push_delta(self, delta):
+            lua_backends.difference_update(delta.remove)
+            lua_backends.update(b.name for b in delta.upsert)
+            return super().push_delta(delta)
+
+    def site(*hosts: str) -> Configuration:
+        return Configuration(servers=tuple(Server(h, locations=(Location("/", backend=h),)) for h in hosts),
+                             backends=tuple(Backend(h, endpoints=(Endpoint("10.0.0.1", 80),)) for h in hosts))
+
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    plane = DataPlane(BlockedNginx(tmp_path, reload_seconds=0), RecordingLua(), runtime, CollectorRegistry())
+    plane._running, plane._pushed_to_master = site("a.example"), 4242
+
+    results = {}
+    first = threading.Thread(target=lambda: results.__setitem__("b", plane.apply(site("a.example", "b.example"))))
+    first.start()
+    assert started.wait(10)  # reload of b in flight
+
+    step_aside = threading.Event()
+    waiter = plane.submit(site("a.example", "b.example", "c.example"))
+    second = threading.Thread(target=lambda: results.__setitem__("c", waiter(step_aside.is_set)))
+    second.start()
+    # c is routed (and its backend known) while b's reload still runs.
+    assert wait_for(lambda: routed and "c.example" in routed[-1], timeout=5)
+    assert {"a.example", "b.example", "c.example"} <= lua_backends
+    assert reloads == ["reload"]
+    step_aside.set()
+    second.join(timeout=5)
+    assert not second.is_alive() and results["c"] is None  # handed over, not waiting for b's reload
+
+    release.set()
+    first.join(timeout=10)
+    assert results["b"].ok and results["b"].kind == "reload"
+    # b's reload ended without taking c out of the routes (b's own would lack it).
+    assert "c.example" in routed[-1] and "c.example" in lua_backends
+    assert plane.running == site("a.example", "b.example")
+
+    # The next submitter carries the queued shape through its own reload.
+    assert plane.apply(site("a.example", "b.example", "c.example")).kind == "reload"
+    assert reloads == ["reload", "reload"]
+    assert plane.running == site("a.example", "b.example", "c.example")
+
+
+def test_lua_ahead_of_the_running_configuration_gets_every_section_next_time(tmp_path):
+    """A seeded host withdrawn before its reload: the next dynamic push takes it out of the routes."""
+    started, release = threading.Event(), threading.Event()
+    routed: list[set[str]] = []
+
+    class BlockedNginx(FakeNginx):
+        def reload(self, timeout=10.0):
+            if not started.is_set():
+                started.set()
+                assert release.wait(10)
+            return {1}
+
+    class RecordingLua(FakeLua):
+        def push_section(self, section):
+            if section.name == "routes":
+                routed.append(set(section.data["servers"]))
+            return super().push_section(section)
+
+    def site(*hosts: str, port: int = 80) -> Configuration:
+        return Configuration(servers=tuple(Server(h, locations=(Location("/", backend=h),)) for h in hosts),
+                             backends=tuple(Backend(h, endpoints=(Endpoint("10.0.0.1", port),)) for h in hosts))
+
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    plane = DataPlane(BlockedNginx(tmp_path, reload_seconds=0), RecordingLua(), runtime, CollectorRegistry())
+    plane._running, plane._pushed_to_master = site("a.example"), 4242
+    first = threading.Thread(target=lambda: plane.apply(site("a.example", "b.example")))
+    first.start()
+    assert started.wait(10)
+    waiter = plane.submit(site("a.example", "b.example", "c.example"))
+    assert waiter(lambda: bool(routed) and "c.example" in routed[-1]) is None
+    release.set()
+    first.join(timeout=10)
+    assert "c.example" in routed[-1]
+    # c is withdrawn; only an endpoint of b changes compared with what runs.
+    result = plane.apply(site("a.example", "b.example", port=81))
+    assert result.ok and result.kind == "dynamic"
+    assert routed[-1] == {"a.example", "b.example"}
+
+
 # --- Lua client: retries, confirmation, refusal (fake transport) ---------------
 
 

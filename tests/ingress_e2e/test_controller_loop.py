@@ -39,7 +39,7 @@ class RecordingPlane:
 
     def submit(self, config):
         result = self.apply(config)  # recorded in hand-over order, as the data plane sees them
-        return lambda: result
+        return lambda superseded=None: result
 
     def kinds(self) -> list[str]:
         return [kind for _, kind, _ in self.applies]
@@ -58,11 +58,34 @@ class CountingMetrics:
         pass
 
 
+class SlowReloadPlane(RecordingPlane):
+    """Reloads after the first apply never end on their own (as at 10,000
+    Ingresses, where one takes ~25 s): their waiter returns only once told it
+    is superseded, or when the test sets ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def submit(self, config):
+        first = not self.applies
+        result = self.apply(config)
+
+        def waiter(superseded=None):
+            if first or result.kind != "reload":
+                return result
+            while not self.release.wait(0.01):
+                if superseded is not None and superseded():
+                    return None
+            return result
+        return waiter
+
+
 class Loop:
-    def __init__(self, folder, **options) -> None:
+    def __init__(self, folder, plane: RecordingPlane | None = None, **options) -> None:
         self.folder = folder
         self.source = FileSource(str(folder), poll_interval=0.02)
-        self.plane = RecordingPlane()
+        self.plane = plane or RecordingPlane()
         self.metrics = CountingMetrics()
         self.controller = Controller(InformerFactory(self.source), self.plane, ControllerOptions(**options),
                                      metrics=self.metrics)
@@ -86,9 +109,9 @@ class Loop:
 def loop(tmp_path):
     made = []
 
-    def make(docs: list[dict], **options) -> Loop:
+    def make(docs: list[dict], plane: RecordingPlane | None = None, **options) -> Loop:
         (tmp_path / "base.yaml").write_text(yaml.safe_dump_all(docs))
-        made.append(Loop(tmp_path, **options))
+        made.append(Loop(tmp_path, plane, **options))
         return made[-1]
 
     yield make
@@ -138,6 +161,19 @@ def test_full_syncs_are_rate_limited_and_bursts_merge(loop):
     assert len(applies) <= 4, [k for _, k, _ in applies]
     times = [t for t, _, _ in lp.plane.applies]
     assert all(b - a >= 0.45 for a, b in zip(times, times[1:])), times
+
+
+def test_a_sync_waiting_for_a_reload_hands_over_to_the_next_one(loop):
+    plane = SlowReloadPlane()
+    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], plane=plane, min_sync_interval=0.1, endpoint_interval=0.0)
+    wait_for(lambda: plane.applies, 10, message="first sync")
+    lp.write("x.yaml", [o.ingress("x", "x.example", [("/", "s0", 80)])])
+    wait_for(lambda: len(plane.running.servers) == 2, 5, message="x handed over")
+    # x's reload never ends; a second new Ingress still reaches the data plane.
+    lp.write("y.yaml", [o.ingress("y", "y.example", [("/", "s0", 80)])])
+    wait_for(lambda: len(plane.running.servers) == 3, 5, message="y handed over while x's reload runs")
+    assert not plane.release.is_set()
+    plane.release.set()
 
 
 def test_canary_endpoint_change_falls_back_to_a_full_sync(loop):
