@@ -5,6 +5,15 @@
 urllib3 pool; our own requests). Objects are whatever ``json.loads`` makes of
 the bytes: plain dicts, shared with nobody, cheap to build and to keep.
 
+Strings in them are interned (``sys.intern``), because informers keep every
+object for the life of the process. ``json.loads`` makes a new string for
+every value, and shares keys only within one document: a list page shares
+its keys, but each watch event has its own. At 50,000 small objects that is
+117 MB as decoded from list pages, about 155 MB once every object has come
+by watch, and 100 MB interned (namespaces, kinds, label and condition keys,
+"TCP" held once). Interning costs about 4 µs per object on a list page (in
+place) and 20 µs per watch event (rebuilt, for the keys).
+
 The reflector docstring explains why we do not use ``kubernetes.watch.Watch``.
 """
 
@@ -14,6 +23,7 @@ import contextlib
 import gc
 import http.client
 import json
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 
@@ -91,11 +101,39 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+_intern = sys.intern
+
+
+def _intern_values(value: dict | list) -> None:
+    """Intern, in place, every string value in decoded JSON (keys are left:
+    one ``json.loads`` call already shares them)."""
+    pairs = value.items() if type(value) is dict else enumerate(value)
+    for at, item in pairs:
+        kind = type(item)
+        if kind is str:
+            value[at] = _intern(item)  # replaces a value, never adds a key: safe while iterating
+        elif kind is dict or kind is list:
+            _intern_values(item)
+
+
+def _interned(value):
+    """A copy of decoded JSON with every key and string value interned."""
+    kind = type(value)
+    if kind is str:
+        return _intern(value)
+    if kind is dict:
+        return {_intern(k): _interned(v) for k, v in value.items()}
+    if kind is list:
+        return [_interned(v) for v in value]
+    return value
+
+
 def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
     """One list response (raw bytes) as a ``ListPage`` of plain dicts.
 
     List items come without ``kind``/``apiVersion`` (watched objects have
     them); they are filled in so every object looks the same to handlers.
+    Strings are interned (see the module docstring).
     """
     try:
         with _gc_paused():
@@ -109,6 +147,7 @@ def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
         raise errors.InvalidResponse(f"GET {path}: list without an items array")
     kind, api_version = resource.kind, resource.api_version
     for item in items:
+        _intern_values(item)
         item["kind"] = kind
         item["apiVersion"] = api_version
     meta = decoded.get("metadata") or {}
@@ -119,7 +158,8 @@ def decode_watch(chunks: Iterable[bytes], path: str = "") -> Iterator[WatchEvent
     """Watch events from the chunks of a newline-delimited JSON stream.
 
     Chunks may split or join lines anywhere. An ERROR event is raised as the
-    matching ``errors.ApiStatusError`` (410 → ``ResourceExpired``).
+    matching ``errors.ApiStatusError`` (410 → ``ResourceExpired``). Objects'
+    keys and strings are interned (see the module docstring).
     """
     pending: list[bytes] = []  # parts of an unfinished line (a list: big objects come in many chunks)
     decode = _JSON.decode  # on str: skips json.loads' per-call encoding detection
@@ -150,7 +190,7 @@ def decode_watch(chunks: Iterable[bytes], path: str = "") -> Iterator[WatchEvent
                 raise errors.InvalidResponse(f"watch {path}: undecodable event ({exc})") from None
             if kind == "ERROR":
                 raise errors.from_status(int(obj.get("code") or 500), obj)
-            yield WatchEvent(kind, obj)
+            yield WatchEvent(kind, _interned(obj))
 
 
 class _WatchStream:

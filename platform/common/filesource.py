@@ -32,6 +32,20 @@ How it behaves:
 - Watches see the events since the given resourceVersion; a version older
   than the kept history (``history_limit`` events) gets ``ResourceExpired``,
   so reflectors relist exactly as they would against an API server.
+- An object gets a new resourceVersion (and an event) only when what is
+  served would change, as with an API server's no-op update: a file that is
+  rewritten with the same content, or a manifest that only sets ``uid`` or
+  ``resourceVersion`` (ours win), publishes nothing.
+
+Memory: the source keeps one parsed copy of each object, the one it serves,
+which informers store and share (they must not modify it). A file's own
+record of an object is that served object while the file is the one serving
+it; only the losing copies of duplicates and the objects of a file that has
+just been read are separate. Strings are interned as they are parsed, so the
+keys and repeated values (namespaces, kinds, ``TCP``) of 50,000 objects are
+each held once: that is most of the difference between YAML's one string
+per scalar and ``json.loads`` (which shares keys within one document only).
+History entries point at the served objects and add about 70 bytes each.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -67,6 +82,17 @@ _ManifestLoader.yaml_implicit_resolvers = {
 }
 
 
+def _interned_str(loader: yaml.constructor.BaseConstructor, node: yaml.Node) -> str:
+    # YAML makes a new string for every scalar, keys included: 1.4 million
+    # strings for 50,000 small objects. Interned, every key and every
+    # repeated value (namespace, kind, "TCP") is one object; that is about
+    # a third of what the parsed objects cost.
+    return sys.intern(loader.construct_scalar(node))
+
+
+_ManifestLoader.add_constructor("tag:yaml.org,2002:str", _interned_str)
+
+
 class ManifestError(ValueError):
     """A file that cannot be used, with ``path`` and 1-based ``line`` (0 if unknown)."""
 
@@ -85,7 +111,8 @@ def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
 
     Raises ``ManifestError`` for YAML errors and for documents that are not
     Kubernetes objects. Objects of unknown kinds are left out. The returned
-    dicts are normalised (namespace defaulted or removed), nothing else.
+    dicts are new and the caller's; they are normalised (namespace defaulted
+    or removed), nothing else. Strings in them are interned.
     """
     loader = _ManifestLoader(text)
     found: list[tuple[Resource, dict]] = []
@@ -131,12 +158,12 @@ def _object(path: str, line: int, item: object) -> tuple[Resource, dict] | None:
     if resource is None:
         log.debug("%s:%d: skipping %s %s (kind not served)", path, line, api_version, kind)
         return None
-    meta = dict(meta)
+    # Normalised in place: the document was parsed just now and is ours.
     if resource.namespaced:
         meta["namespace"] = meta.get("namespace") or "default"
     else:
         meta.pop("namespace", None)
-    return resource, {**item, "metadata": meta}
+    return resource, item
 
 
 def _key(obj: dict) -> str:
@@ -144,20 +171,30 @@ def _key(obj: dict) -> str:
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
 
+def _by_id(objects: list[tuple[Resource, dict]]) -> dict[_ObjectId, dict]:
+    """The first object of each id, in document order."""
+    by_id: dict[_ObjectId, dict] = {}
+    for resource, manifest in objects:
+        by_id.setdefault((resource, _key(manifest)), manifest)
+    return by_id
+
+
 @dataclass
 class _FileState:
+    """What one file defines: its last good objects, by id, in document order.
+
+    An entry is the file's manifest, or, while this file is the one serving
+    the object, the served object itself (our ``uid``, ``resourceVersion``
+    and ``creationTimestamp`` added), so the source holds no second copy of
+    what it serves. Serving either again gives the same object.
+    """
+
     fingerprint: tuple[int, int, int]  # (mtime_ns, size, inode)
-    objects: list[tuple[Resource, dict]] = field(default_factory=list)  # last good parse
+    by_id: dict[_ObjectId, dict] = field(default_factory=dict, repr=False)
     error: str | None = None  # problem with the current content, if any
-    by_id: dict[_ObjectId, dict] = field(init=False, repr=False)  # first of each id in this file
-
-    def __post_init__(self) -> None:
-        self.by_id = {}
-        for resource, manifest in self.objects:
-            self.by_id.setdefault((resource, _key(manifest)), manifest)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Change:
     resource_version: int
     resource: Resource
@@ -183,8 +220,8 @@ class FileSource:
         self._start_lock = threading.Lock()
         self._files: dict[str, _FileState] = {}
         # Files defining each object, sorted by path: the first one wins.
-        self._owners: dict[_ObjectId, list[str]] = {}
-        self._manifests: dict[_ObjectId, dict] = {}  # as parsed, to detect changes
+        # Tuples: one path almost always, and a 1-tuple is half a list.
+        self._owners: dict[_ObjectId, tuple[str, ...]] = {}
         self._objects: dict[_ObjectId, dict] = {}  # as served (with rv and uid)
         self._resource_version = 0
         self._history: list[_Change] = []
@@ -290,21 +327,24 @@ class FileSource:
 
     @staticmethod
     def _read_file(path: str, fingerprint: tuple[int, int, int], old: _FileState | None) -> _FileState:
-        last_good = old.objects if old is not None else []
+        # A copy: the new state's entries change as it starts serving them.
+        def last_good() -> dict[_ObjectId, dict]:
+            return dict(old.by_id) if old is not None else {}
+
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
             objects = parse_manifests(path, text)
         except ManifestError as exc:
             log.warning("ignoring %s (keeping its last good objects)", exc)
-            return _FileState(fingerprint, last_good, str(exc))
+            return _FileState(fingerprint, last_good(), str(exc))
         except (OSError, UnicodeDecodeError) as exc:
             message = f"{path}: cannot read: {exc}"
             log.warning("ignoring %s", message)
-            return _FileState(fingerprint, last_good, message)
+            return _FileState(fingerprint, last_good(), message)
         if old is not None and old.error:
             log.info("%s is valid again", path)
-        return _FileState(fingerprint, objects)
+        return _FileState(fingerprint, _by_id(objects))
 
     def _reassign(self, previous: dict[str, _FileState], changed: list[str]) -> dict[_ObjectId, None]:
         """Update ``_owners`` for the ``changed`` files; the object ids they touch (lock held)."""
@@ -314,13 +354,16 @@ class FileSource:
             before = old.by_id if old is not None else {}
             after = new.by_id if new is not None else {}
             for object_id in before.keys() - after.keys():
-                owners = self._owners[object_id]
-                owners.remove(path)
-                if not owners:
+                owners = tuple(p for p in self._owners[object_id] if p != path)
+                if owners:
+                    self._owners[object_id] = owners
+                else:
                     del self._owners[object_id]
             for object_id in after:
                 if object_id not in before:
-                    bisect.insort(self._owners.setdefault(object_id, []), path)
+                    owners = self._owners.get(object_id, ())
+                    at = bisect.bisect_left(owners, path)
+                    self._owners[object_id] = (*owners[:at], path, *owners[at:])
             affected.update(dict.fromkeys(before))
             affected.update(dict.fromkeys(after))
         for object_id in affected:
@@ -334,6 +377,7 @@ class FileSource:
     def _publish(self, affected: dict[_ObjectId, None]) -> None:
         """Turn the difference to what is served for ``affected`` into events (lock held)."""
         changes = 0
+        now: str | None = None  # one string for every object created by this scan
         for object_id in affected:
             owners = self._owners.get(object_id)
             if owners is None:
@@ -341,21 +385,22 @@ class FileSource:
                     self._delete(object_id)
                     changes += 1
                 continue
-            manifest = self._files[owners[0]].by_id[object_id]
-            old = self._manifests.get(object_id)
-            if old is not None and old == manifest:
-                continue
+            winner = self._files[owners[0]]
             served = self._objects.get(object_id)
-            uid = served["metadata"]["uid"] if served is not None else str(uuid.uuid4())
-            self._resource_version += 1
-            meta = {**manifest["metadata"], "uid": uid,
-                    "resourceVersion": str(self._resource_version)}
             if served is not None:
-                meta.setdefault("creationTimestamp", served["metadata"].get("creationTimestamp"))
+                served_meta = served["metadata"]
+                uid, created = served_meta["uid"], served_meta.get("creationTimestamp")
+                version = served_meta["resourceVersion"]
             else:
-                meta.setdefault("creationTimestamp", _now())
-            obj = {**manifest, "metadata": meta}
-            self._manifests[object_id] = manifest
+                uid, version = str(uuid.uuid4()), None
+                created = now = now or _now()
+            obj = _stamped(winner.by_id[object_id], uid, version, created)
+            if served is not None and obj == served:
+                winner.by_id[object_id] = served  # drop the new parse: keep one copy
+                continue
+            self._resource_version += 1
+            obj["metadata"]["resourceVersion"] = str(self._resource_version)
+            winner.by_id[object_id] = obj
             self._objects[object_id] = obj
             self._record(object_id[0], MODIFIED if served is not None else ADDED, obj)
             changes += 1
@@ -364,7 +409,6 @@ class FileSource:
 
     def _delete(self, object_id: _ObjectId) -> None:
         served = self._objects.pop(object_id)
-        del self._manifests[object_id]
         self._resource_version += 1
         obj = {**served, "metadata": {**served["metadata"],
                                       "resourceVersion": str(self._resource_version)}}
@@ -384,6 +428,17 @@ class FileSource:
             raise errors.ResourceExpired(410, f"too old resource version: {since}", "Expired")
         start = bisect.bisect_right(self._history, since, key=lambda c: c.resource_version)
         return self._history[start:]
+
+
+def _stamped(manifest: dict, uid: str, version: str | None, created: str | None) -> dict:
+    """``manifest`` as served: a new top-level and metadata dict (the rest is
+    shared) with our ``uid`` and ``resourceVersion``, and ``created`` unless
+    the manifest has its own ``creationTimestamp``."""
+    meta = dict(manifest["metadata"])
+    meta.setdefault("creationTimestamp", created)
+    meta["uid"] = uid
+    meta["resourceVersion"] = version
+    return {**manifest, "metadata": meta}
 
 
 def _in_namespace(obj: dict, namespace: str | None) -> bool:

@@ -21,6 +21,18 @@ raises is logged and the informer carries on.
 
 Handlers receive the store's own objects: **they must not modify them.**
 
+A ``transform`` (like client-go's ``SetTransform``) is applied to every
+object on its way from the source into the store, before any handler sees
+it; the store then holds only what the transform returns. Use it to drop
+what nobody in this process reads (``drop_field_management``). Contract:
+a transform returns a new object or its argument unchanged, never modifies
+its argument (a source may share objects between informers: the file source
+serves the same dicts to every lister), is deterministic, and is idempotent
+(a relist hands it objects it has seen before). One that raises is a bug:
+the reflector logs it and lists again after its backoff. Because informers
+are shared per resource, a factory's transform applies to every user of its
+informers; the default is none.
+
 ``InformerFactory`` hands out one informer per resource per process, so the
 ingress controller and anything else that needs Services share one watch
 and one cache::
@@ -49,6 +61,34 @@ from platformd.common.resources import Resource
 from platformd.common.store import IndexFunc, Store, key_of
 
 log = logging.getLogger(__name__)
+
+Transform = Callable[[dict], dict]
+
+#: Written by ``kubectl apply``: the whole object as JSON, as big as the object.
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def drop_field_management(obj: dict) -> dict:
+    """``obj`` without ``metadata.managedFields`` and the last-applied annotation.
+
+    Both record who set which field for server-side and client-side apply;
+    together they are often larger than the rest of the object, and a
+    controller that only reads objects (and writes status with patches)
+    never needs them. Returns ``obj`` itself when it has neither, else a
+    copy that shares everything but the top-level, ``metadata`` and
+    ``annotations`` dicts. A ``transform`` for ``InformerFactory``.
+    """
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    annotations = meta.get("annotations")
+    has_last_applied = isinstance(annotations, dict) and LAST_APPLIED_ANNOTATION in annotations
+    if "managedFields" not in meta and not has_last_applied:
+        return obj
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if has_last_applied:
+        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
+    return {**obj, "metadata": meta}
 
 
 @dataclass(frozen=True)
@@ -104,15 +144,19 @@ class _Dispatcher:
 
     ``lock`` serialises store updates with handler calls, resyncs and
     ``add_handler`` replays, so every handler sees one consistent sequence.
+    Objects pass through ``transform`` (if any) before anything else.
     """
 
-    def __init__(self, store: Store, name: str) -> None:
+    def __init__(self, store: Store, name: str, transform: Transform | None = None) -> None:
         self.store = store
         self.name = name
+        self.transform = transform
         self.lock = threading.RLock()
         self.handlers: list[EventHandler] = []
 
     def replace(self, objects: list[dict]) -> None:
+        if self.transform is not None:
+            objects = [self.transform(obj) for obj in objects]
         with self.lock:
             old = dict(self.store.items())
             kept: list[dict] = []
@@ -136,6 +180,8 @@ class _Dispatcher:
                 self._notify("on_delete", DeletedFinalStateUnknown(key, previous))
 
     def add(self, obj: dict) -> None:
+        if self.transform is not None:
+            obj = self.transform(obj)
         with self.lock:
             previous = self.store.add(obj)
             if previous is None:
@@ -146,6 +192,8 @@ class _Dispatcher:
     update = add
 
     def delete(self, obj: dict) -> None:
+        if self.transform is not None:
+            obj = self.transform(obj)
         with self.lock:
             if self.store.delete(obj) is not None:
                 self._notify("on_delete", obj)
@@ -185,21 +233,21 @@ class InformerHealth:
 class Informer:
     """Keeps ``store`` equal to one collection and tells handlers about changes.
 
-    See the module docstring for the handler contract. ``start()`` may be
-    called once; ``stop()`` ends the thread (handlers are not called after
-    ``stop()`` returns, except by a resync already running).
+    See the module docstring for the handler and ``transform`` contracts.
+    ``start()`` may be called once; ``stop()`` ends the thread (handlers are
+    not called after ``stop()`` returns, except by a resync already running).
     """
 
     def __init__(self, source: Source, resource: Resource, *, namespace: str | None = None,
                  indexers: Mapping[str, IndexFunc] | None = None,
                  resync_period: float | None = None, clock: Clock = REAL_CLOCK,
-                 options: ReflectorOptions | None = None) -> None:
+                 options: ReflectorOptions | None = None, transform: Transform | None = None) -> None:
         self.resource = resource
         self.namespace = namespace
         self.store = Store(indexers)
         self._clock = clock
         self._resync_period = resync_period
-        self._dispatcher = _Dispatcher(self.store, str(resource))
+        self._dispatcher = _Dispatcher(self.store, str(resource), transform)
         self._reflector = Reflector(source, resource, self._dispatcher, namespace=namespace,
                                     clock=clock, options=options)
         self._stopped = threading.Event()
@@ -259,17 +307,20 @@ class InformerFactory:
 
     ``informer(resource)`` returns the same object every time for the same
     resource; index functions asked for by different callers are merged.
-    Informers requested after ``start()`` are started at once.
+    Informers requested after ``start()`` are started at once. ``transform``
+    (None: keep objects whole) is given to every informer, so it must suit
+    every caller of ``informer()`` (see the module docstring).
     """
 
     def __init__(self, source: Source, namespace: str | None = None,
                  resync_period: float | None = None, clock: Clock = REAL_CLOCK,
-                 options: ReflectorOptions | None = None) -> None:
+                 options: ReflectorOptions | None = None, transform: Transform | None = None) -> None:
         self.source = source
         self.namespace = namespace
         self._resync_period = resync_period
         self._clock = clock
         self._options = options
+        self._transform = transform
         self._lock = threading.Lock()
         self._informers: dict[Resource, Informer] = {}
         self._started = False
@@ -282,7 +333,7 @@ class InformerFactory:
                 namespace = self.namespace if resource.namespaced else None
                 informer = Informer(self.source, resource, namespace=namespace, indexers=indexers,
                                     resync_period=self._resync_period, clock=self._clock,
-                                    options=self._options)
+                                    options=self._options, transform=self._transform)
                 self._informers[resource] = informer
                 if self._started:
                     informer.start()

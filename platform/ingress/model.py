@@ -12,6 +12,11 @@ Invariants every object keeps from construction on:
   so two equal configurations compare equal, hash equal and render
   byte-identical nginx.conf whatever order the caller listed things in.
 
+The classes have ``__slots__`` (no per-object ``__dict__``: 40-50 bytes less
+for each of the ~150,000 objects a 10,000-Ingress model has), so nothing can
+hang extra attributes on them; caches keep their own tables. A
+``Configuration`` can be weakly referenced: caches tie entries to its life.
+
 What is *dynamic* (pushed to Lua without a reload) and what is *shape*
 (rendered into nginx.conf) is decided in ``decide``; the model itself does not
 care.
@@ -81,7 +86,7 @@ class AffinityMode(str, enum.Enum):
     PERSISTENT = "persistent"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Endpoint:
     address: str
     port: int
@@ -91,7 +96,7 @@ class Endpoint:
         v.port("endpoint.port", self.port)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SessionAffinity:
     """Cookie affinity (the only kind ingress-nginx has)."""
 
@@ -111,7 +116,7 @@ class SessionAffinity:
         v.samesite("session_affinity.samesite", self.samesite)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TrafficShapingPolicy:
     """How a canary (alternative) backend takes traffic from its primary.
 
@@ -139,7 +144,7 @@ class TrafficShapingPolicy:
             v.cookie_name("traffic_shaping_policy.cookie", self.cookie)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Backend:
     """A named set of endpoints and how to balance over them.
 
@@ -187,7 +192,7 @@ def _enum(kind: type[enum.Enum], field_name: str, value: object):
 # --- certificates -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Certificate:
     """A PEM certificate chain with its key and the hostnames it serves.
 
@@ -225,7 +230,7 @@ class BackendProtocol(str, enum.Enum):
     GRPCS = "GRPCS"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Timeouts:
     """Upstream timeouts in seconds; None inherits the global default."""
 
@@ -240,7 +245,7 @@ class Timeouts:
                 v.positive_int(f"timeouts.{name}", value, maximum=86400)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProxySettings:
     """How a location talks to its backend. None inherits the global default."""
 
@@ -258,7 +263,7 @@ class ProxySettings:
             _set(self, "upstream_vhost", v.upstream_vhost("proxy.upstream_vhost", self.upstream_vhost))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AccessControl:
     """Source address filtering. ``allow`` non-empty means deny everyone else."""
 
@@ -270,7 +275,7 @@ class AccessControl:
         _set(self, "deny", tuple(sorted({v.cidr("access.deny", c) for c in self.deny})))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """Per client address limits; 0 disables the limit."""
 
@@ -288,7 +293,7 @@ class RateLimit:
         return bool(self.rps or self.connections)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cors:
     allow_origins: tuple[str, ...] = ("*",)
     allow_methods: tuple[str, ...] = ("GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
@@ -311,7 +316,7 @@ class Cors:
         v.positive_int("cors.max_age", self.max_age, allow_zero=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Redirect:
     """Answer with a redirect instead of proxying (permanent/temporal-redirect, app-root)."""
 
@@ -324,7 +329,7 @@ class Redirect:
             raise v.ValidationError("redirect.code", self.code, "must be one of 301, 302, 303, 307, 308")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Location:
     """One path of one server.
 
@@ -397,7 +402,7 @@ def prefix_base(path: str) -> str:
     return stripped or "/"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Server:
     """One virtual host.
 
@@ -433,7 +438,7 @@ class Server:
 # --- global settings --------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Listen:
     http_port: int = 80
     https_port: int = 443
@@ -444,7 +449,7 @@ class Listen:
         v.port("listen.https_port", self.https_port)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Workers:
     processes: int | None = None  # None = auto
     connections: int = 16384
@@ -460,7 +465,7 @@ class Workers:
             v.user_name("workers.user", self.user)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hsts:
     enabled: bool = True
     max_age: int = 31536000
@@ -471,7 +476,7 @@ class Hsts:
         v.positive_int("hsts.max_age", self.max_age, allow_zero=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tls:
     protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
     ciphers: str = (
@@ -499,7 +504,7 @@ DEFAULT_LOG_FORMAT = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Logging:
     format: str = DEFAULT_LOG_FORMAT
     access_log: bool = True
@@ -511,7 +516,7 @@ class Logging:
             raise v.ValidationError("logging.error_level", self.error_level, "must be an nginx log level")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GlobalSettings:
     """Process-wide nginx settings (ingress-nginx's ConfigMap, grouped)."""
 
@@ -541,7 +546,7 @@ class GlobalSettings:
 # --- the whole ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Configuration:
     """Everything the data plane serves.
 

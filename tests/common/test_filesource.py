@@ -1,6 +1,8 @@
+import gc
 import os
 import threading
 import time
+import tracemalloc
 
 import pytest
 
@@ -272,3 +274,73 @@ def test_a_scan_touches_only_the_objects_of_changed_files(tmp_path):
     assert [object_id[1] for object_id in compared] == ["default/x"]
     assert int(source.list(SERVICES, None).resource_version) == version + 1
     source.close()
+
+
+# ---------------------------------------------------------------- what it keeps
+
+
+def test_parsed_strings_are_interned():
+    text = SERVICE.format(name="a", port=80) + "---\n" + SERVICE.format(name="b", port=81)
+    (_, a), (_, b) = parse_manifests("m.yaml", text)
+    # Keys and repeated values are one object each, however many objects hold them.
+    assert [k for k in a] == [k for k in b] and all(x is y for x, y in zip(a, b))
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["apiVersion"] is b["apiVersion"] and a["kind"] is b["kind"]
+
+
+def test_rewriting_a_file_with_the_same_objects_publishes_nothing(tmp_path):
+    write(tmp_path / "a.yaml", SERVICE.format(name="a", port=80))
+    source = FileSource(str(tmp_path))
+    try:
+        source.scan()
+        (before,) = source.list(SERVICES, None).items
+        version = source.list(SERVICES, None).resource_version
+        # Same content in a new file (new inode), and one that only sets
+        # fields the source owns: what is served would not change.
+        write(tmp_path / "a.yaml", SERVICE.format(name="a", port=80))
+        source.scan()
+        write(tmp_path / "a.yaml", SERVICE.format(name="a", port=80).replace(
+            "  name: a\n", "  name: a\n  uid: someone-elses\n  resourceVersion: '7'\n"))
+        source.scan()
+        page = source.list(SERVICES, None)
+        assert page.resource_version == version and page.items[0] is before
+        assert before["metadata"]["uid"] != "someone-elses"
+        write(tmp_path / "a.yaml", SERVICE.format(name="a", port=81))
+        source.scan()
+        (after,) = source.list(SERVICES, None).items
+        assert after["spec"]["ports"][0]["port"] == 81
+        assert int(after["metadata"]["resourceVersion"]) == int(version) + 1
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]
+        assert after["metadata"]["creationTimestamp"] == before["metadata"]["creationTimestamp"]
+    finally:
+        source.close()
+
+
+def test_the_source_keeps_one_copy_of_what_it_serves(tmp_path):
+    """A file read again holds no second parsed copy of objects it serves."""
+    text = "---\n".join(SERVICE.format(name=f"s{i}", port=80) for i in range(300))
+    write(tmp_path / "big.yaml", text)
+    source = FileSource(str(tmp_path), history_limit=10)
+    try:
+        source.scan()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            one_parse = tracemalloc.get_traced_memory()[0]
+            parsed = parse_manifests("big.yaml", text)
+            one_parse = tracemalloc.get_traced_memory()[0] - one_parse
+            del parsed
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            write(tmp_path / "big.yaml", text)  # new inode: read and parsed again
+            source.scan()
+            gc.collect()
+            kept = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert len(source.list(SERVICES, None).items) == 300
+        # What stays is bookkeeping per id (the new read's ids, ~150 bytes
+        # each); a second copy of the objects would be all of ``one_parse``.
+        assert kept < one_parse / 4, (kept, one_parse)
+    finally:
+        source.close()

@@ -4,10 +4,12 @@ import time
 from platformd.common import errors
 from platformd.common.clock import FakeClock
 from platformd.common.informer import (
+    LAST_APPLIED_ANNOTATION,
     DeletedFinalStateUnknown,
     FuncHandler,
     Informer,
     InformerFactory,
+    drop_field_management,
 )
 from platformd.common.reflector import ReflectorOptions
 from platformd.common.resources import CONFIGMAPS, ENDPOINT_SLICES, NODES
@@ -244,5 +246,71 @@ def test_wait_for_sync_times_out_while_the_source_fails():
         assert time.monotonic() - started < 2
         assert not factory.has_synced()
         assert factory.health()[CONFIGMAPS].last_success is None
+    finally:
+        factory.stop()
+
+
+# ---------------------------------------------------------------- transform
+
+
+def applied(name, value="v"):
+    obj = configmap(name, value)
+    obj["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:data": {}}}]
+    obj["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: '{"big": "json"}', "team": "a"}
+    return obj
+
+
+def test_drop_field_management_copies_only_what_it_changes():
+    obj = applied("a")
+    out = drop_field_management(obj)
+    assert out["metadata"] == {"name": "a", "namespace": "default", "annotations": {"team": "a"}}
+    assert out["data"] is obj["data"]  # the rest is shared, not copied
+    assert "managedFields" in obj["metadata"] and LAST_APPLIED_ANNOTATION in obj["metadata"]["annotations"]
+    assert drop_field_management(out) is out  # idempotent: nothing left to drop
+    plain = configmap("b")
+    assert drop_field_management(plain) is plain
+    only_fields = {**plain, "metadata": {**plain["metadata"], "managedFields": []}}
+    assert drop_field_management(only_fields)["metadata"] == plain["metadata"]
+
+
+def test_a_transform_applies_to_the_store_handlers_and_tombstones():
+    source = MemorySource()
+    source.create(CONFIGMAPS, applied("a"))
+    source.create(CONFIGMAPS, applied("b"))
+    factory = InformerFactory(source, options=FAST, transform=drop_field_management)
+    informer = factory.informer(CONFIGMAPS)
+    rec = Recorder()
+    informer.add_handler(rec)
+    factory.start()
+    try:
+        assert factory.wait_for_sync(5)
+        source.update(CONFIGMAPS, applied("a", "2"))
+        assert eventually(lambda: rec.calls[-1:] == [("update", "default/a")])
+        assert eventually(lambda: source.count("watch") >= 1)
+        source.fail_next(errors.ServerError(500, "down"))
+        source.drop_watches()
+        source.delete(CONFIGMAPS, "default/b")
+        source.compact()
+        assert eventually(lambda: ("tombstone", "default/b") in rec.calls)
+        seen = [*rec.view.values(), *informer.store.list()]
+        assert seen and all("managedFields" not in o["metadata"] for o in seen)
+        assert all(o["metadata"]["annotations"] == {"team": "a"} for o in seen)
+        assert informer.store.get("default/a")["data"] == {"k": "2"}
+        # The source's own objects are left as they were.
+        assert "managedFields" in source.state(CONFIGMAPS)["default/a"]["metadata"]
+    finally:
+        factory.stop()
+
+
+def test_without_a_transform_objects_are_stored_whole():
+    source = MemorySource()
+    source.create(CONFIGMAPS, applied("a"))
+    factory = InformerFactory(source, options=FAST)
+    informer = factory.informer(CONFIGMAPS)
+    factory.start()
+    try:
+        assert factory.wait_for_sync(5)
+        assert informer.store.get("default/a") == source.state(CONFIGMAPS)["default/a"]
+        assert "managedFields" in informer.store.get("default/a")["metadata"]
     finally:
         factory.stop()

@@ -154,3 +154,46 @@ def test_concurrent_writers_and_readers_keep_indexes_consistent():
         for value in index_endpointslice_by_service(obj):
             expected.setdefault(value, set()).add(key)
     assert store._indices["service"] == expected
+
+
+def test_an_index_value_goes_from_one_key_to_many_and_back():
+    store = Store({"svc": index_endpointslice_by_service})
+    store.add(slice_("a-1", "a"))
+    assert store.index_keys("svc", "default/a") == ["default/a-1"]
+    store.add(slice_("a-1", "a", rv="2"))  # the same key again: still one
+    assert store.index_keys("svc", "default/a") == ["default/a-1"]
+    store.add(slice_("a-2", "a"))
+    store.add(slice_("a-3", "a"))
+    assert [o["metadata"]["name"] for o in store.by_index("svc", "default/a")] == ["a-1", "a-2", "a-3"]
+    store.delete(slice_("a-2", "a"))
+    store.delete(slice_("a-1", "a"))
+    assert store.index_keys("svc", "default/a") == ["default/a-3"]
+    store.add(slice_("a-3", "b"))  # moves to another Service
+    assert store.index_keys("svc", "default/a") == [] and store.by_index("svc", "default/a") == []
+    assert store.index_keys("svc", "default/b") == ["default/a-3"]
+    store.replace([slice_("x", "b"), slice_("y", "b"), slice_("z", "c")])
+    assert store.index_keys("svc", "default/b") == ["default/x", "default/y"]
+    assert store.index_keys("svc", "default/c") == ["default/z"]
+
+
+def test_an_index_of_one_object_per_value_costs_little():
+    """Most index values name one object (a Service's slice): no set each."""
+    import gc
+    import tracemalloc
+
+    slices = [slice_(f"s{i}-1", f"s{i}") for i in range(2000)]
+    cost = {}
+    for name, indexers in (("plain", None), ("indexed", {"svc": index_endpointslice_by_service})):
+        gc.collect()
+        tracemalloc.start()
+        try:
+            store = Store(indexers)
+            store.replace(slices)
+            gc.collect()
+            cost[name] = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        del store
+    per_object = (cost["indexed"] - cost["plain"]) / len(slices)
+    # The value string and a dict entry; a set per value would add 216 bytes.
+    assert per_object < 150, per_object
