@@ -222,7 +222,7 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     (embedders and tests use it to reach the running controller)."""
     from prometheus_client import CollectorRegistry
 
-    from platformd.common.informer import InformerFactory
+    from platformd.common.informer import InformerFactory, drop_field_management
     from platformd.ingress.controller import Controller, ControllerOptions
     from platformd.ingress.metrics import ControllerMetrics
     from platformd.ingress.server import InternalServer, nginx_check, nginx_master_check
@@ -231,10 +231,13 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     registry = CollectorRegistry()
     plane = make_dataplane(args, registry)
     metrics = ControllerMetrics(registry)
-    factory = InformerFactory(source, namespace=args.watch_namespace)
+    # The controller only reads objects and writes status with merge patches:
+    # apply bookkeeping (often as large as the rest of an object) is dropped.
+    factory = InformerFactory(source, namespace=args.watch_namespace, transform=drop_field_management)
     configmap_factory = None
     if args.configmap and args.watch_namespace and args.configmap.split("/")[0] != args.watch_namespace:
-        configmap_factory = InformerFactory(source, namespace=args.configmap.split("/")[0])
+        configmap_factory = InformerFactory(source, namespace=args.configmap.split("/")[0],
+                                            transform=drop_field_management)
     recorder = None
     if api is not None:
         from platformd.common.events import EventRecorder
