@@ -13,7 +13,8 @@ Rules (Kubernetes API reference for Service and EndpointSlice):
   serving while terminating (``serving: true, terminating: true``) are used,
   so a rolling restart drains instead of failing. Only the first address of
   an endpoint is used (they are fungible, says the API), FQDN slices are
-  skipped, and duplicates across slices collapse (the model dedupes).
+  skipped (as is an address that is not an IP, or a port that is not a
+  port number), and duplicates across slices collapse (the model dedupes).
 * ``service-upstream``: the ClusterIP and Service port are the one endpoint
   (kube-proxy balances); a headless Service falls back to the slices.
 * ``ExternalName``: the model's ``Endpoint`` holds an IP, so an external name
@@ -73,15 +74,23 @@ def _slice_endpoints(slices: tuple[dict, ...], port_name: str) -> tuple[list[End
         if target is None:
             continue
         for endpoint in eps.get("endpoints") or ():
-            addresses = endpoint.get("addresses") or ()
-            if not addresses or not _is_ip(addresses[0]):
-                continue
             conditions = endpoint.get("conditions") or {}
-            address = Endpoint(str(addresses[0]), int(target))
-            if conditions.get("ready") is None or conditions.get("ready") is True:
-                ready.append(address)
+            state = conditions.get("ready")
+            if state is None or state is True:
+                into = ready
             elif conditions.get("serving") is True and conditions.get("terminating") is True:
-                terminating.append(address)
+                into = terminating
+            else:
+                continue
+            addresses = endpoint.get("addresses")
+            if not addresses:
+                continue
+            try:
+                # Endpoint checks the address (an IP, canonical form) and the
+                # port: one check per endpoint, not a test and then a check.
+                into.append(Endpoint(str(addresses[0]), target))
+            except v.ValidationError:
+                continue  # not an IP address (or a bad port): skipped
     return ready, terminating
 
 

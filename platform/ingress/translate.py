@@ -7,10 +7,16 @@ status). It never raises for bad input: whatever is wrong is reported and
 left out, and everything else keeps serving.
 
 Each sync translates everything again, but what did not change is not
-redone: pure steps (a Service's endpoints, a location, a server, a backend)
-are reused across translations when their inputs are the same objects
-(``_Reuse``), so the result is exactly a fresh translation's and unchanged
-hosts keep their Server objects (which ``view`` and ``routes`` reuse in turn).
+redone: pure steps (one Ingress object read on its own, a Service's
+endpoints, a location, a server, a backend) are reused across translations
+when their inputs are the same objects (``_Reuse``), so the result is
+exactly a fresh translation's and unchanged hosts keep their Server objects
+(which ``view`` and ``routes`` reuse in turn). The step of a host whose
+Ingresses touch nothing outside it is replayed whole (``_HostStep``: its
+server, problems and the backends it registered) while its inputs and the
+backends it registered are unchanged, so a sync after one new Ingress costs
+a lookup per host rather than a translation of each. Everything between
+Ingresses (conflicts, ownership, canaries, TLS claims) is decided afresh.
 
 Steps (``_Translator.run``): global settings from the ConfigMap → our
 Ingresses, oldest first → annotations (an Ingress with a refused annotation
@@ -77,16 +83,18 @@ Semantics decided here (see also each module's docstring):
 
 from __future__ import annotations
 
+import itertools
+import operator
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, NamedTuple, TypeVar
 
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import gcpause, globalconfig
 from platformd.ingress import validate as v
-from platformd.ingress.classes import is_ours
+from platformd.ingress.classes import is_ours, our_class_names
 from platformd.ingress.model import (
     Backend,
     Certificate,
@@ -173,6 +181,21 @@ class _Reuse:
                 self._old, self._young = self._young, {}
         return hit[1]  # type: ignore[return-value]
 
+    def peek(self, key: tuple) -> object | None:
+        """The entry for ``key`` (kept, as by ``get``), or None."""
+        hit = self._young.get(key)
+        if hit is None:
+            hit = self._old.pop(key, None)
+            if hit is None:
+                return None
+            self._young[key] = hit
+        return hit[1]
+
+    def put(self, key: tuple, pins: object, value: object) -> None:
+        self._young[key] = (pins, value)
+        if len(self._young) > self.limit:
+            self._old, self._young = self._young, {}
+
 
 _reuse = _Reuse()
 
@@ -187,6 +210,19 @@ class _Ingress:
     name: str
     obj: dict = field(repr=False, compare=False)
     ann: ann_mod.Annotations = field(compare=False)
+    # Derived once: the backend-wide settings its backends get (see _backend).
+    settings: tuple = field(init=False, repr=False, compare=False)
+    # Derived once: nothing it asks of a host reads or changes other hosts
+    # (no server-alias, app-root, default-backend annotation or
+    # spec.defaultBackend), so its hosts' steps may be replayed (_HostStep).
+    isolated: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ann = self.ann
+        object.__setattr__(self, "settings",
+                           (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream))
+        object.__setattr__(self, "isolated", not ann.server_aliases and ann.app_root is None
+                           and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend"))
 
     def problem(self, reason: str, message: str) -> Problem:
         return Problem("Ingress", self.namespace, self.name, reason, message)
@@ -199,13 +235,11 @@ class _ServiceRef:
     port: int | str
     # Derived once: asked for several times per route.
     backend_name: str = field(init=False, repr=False, compare=False)
+    key: str = field(init=False, repr=False, compare=False)  # "ns/name" of the Service
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend_name", f"{self.namespace}-{self.name}-{self.port}")
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 @dataclass(frozen=True)
@@ -226,7 +260,7 @@ class _Route:
         return f"{self.match.value} path {self.path!r} of host {self.host or '*'!r}"
 
 
-@dataclass
+@dataclass(slots=True)
 class _BackendState:
     ref: _ServiceRef
     owner: _Ingress | None  # None: --default-backend-service
@@ -236,9 +270,170 @@ class _BackendState:
     alternatives: set[str] = field(default_factory=set)
     policy: object = None
     policy_owner: _Ingress | None = None
+    # (default load balancing, policy, the Backend): the model made from
+    # this state without alternatives, a pure function of the fields above
+    # and that default. Kept on the state because a replayed host step
+    # (_HostStep) brings its states back.
+    model: tuple | None = None
+
+
+class _HostStep(NamedTuple):  # a tuple: made for every host of a cold build
+    """What the server step of one host did, so a later build can replay it.
+
+    Recorded (``_Journal``) only when the step read nothing another host's
+    or Ingress's step wrote: every backend it used it registered itself,
+    and its Ingresses are ``isolated``. Then the step is a function of its
+    key (``_Translator._servers``: host, TLS, certificate, the ssl-redirect
+    default, the --default-backend-service, its Ingresses and routes by
+    identity) and of the Service and
+    slices of each backend it registered (checked before a replay), plus
+    the precondition that none of those backends is registered yet in the
+    build replaying it. A replay puts the recorded state objects
+    themselves into the new build: states change only while canaries are
+    merged, before any host's step, so a state a host's step registered
+    never changes afterwards, in any build.
+    """
+
+    server: Server | None
+    problems: tuple[Problem, ...]
+    # The backends it registered, as parallel tuples (a replay checks and
+    # applies them with map() in C: it runs for every host of a sync).
+    states: tuple[tuple[str, _BackendState], ...]  # (backend name, state)
+    names: tuple[str, ...]
+    service_keys: tuple[str, ...]  # "ns/name" of each one's Service
+    services: tuple[object, ...]  # the Service each was resolved from (None: missing)
+    slices: tuple[object, ...]  # and its slices (as the snapshot holds them)
+    route_backends: tuple[tuple[tuple, str], ...]  # primary_backends entries it made
+    told: tuple[tuple[str, str], ...]  # reported entries it made
+
+    @classmethod
+    def of(cls, server: Server | None, problems: list[Problem], journal: _Journal) -> _HostStep:
+        names, states, services, slices = zip(*journal.states) if journal.states else ((), (), (), ())
+        return cls(server, tuple(problems), tuple(zip(names, states)), names, tuple(map(_SERVICE_KEY, states)),
+                   services, slices, tuple(journal.route_backends), tuple(journal.told))
+
+
+class _Journal:
+    """What a host's step registers while it runs (see _HostStep)."""
+
+    __slots__ = ("states", "route_backends", "told", "pure")
+
+    def __init__(self) -> None:
+        self.states: list[tuple[str, _BackendState, object, tuple]] = []
+        self.route_backends: list[tuple[tuple, str]] = []
+        self.told: list[tuple[str, str]] = []
+        self.pure = True  # False: it read state another step made
+
+    def created(self, backend: str) -> bool:
+        return any(entry[0] == backend for entry in self.states)  # a host registers a few
 
 
 _PATH_TYPES = {"Exact": PathMatch.EXACT, "Prefix": PathMatch.PREFIX}
+_SERVICE_KEY = operator.attrgetter("ref.key")
+_NO_SLICES = itertools.repeat(())  # the default of each endpoint_slices.get in a map()
+# One object, so the steps reused by the identity of an Ingress's annotations
+# (``_annotated``) are reused for locations with none too.
+_NO_ANNOTATIONS = ann_mod.Annotations()
+
+
+# --- one Ingress on its own ---------------------------------------------------------
+
+
+class _Parsed(NamedTuple):  # a tuple: made for every Ingress of a cold build
+    """What the translation needs of one Ingress object that depends on
+    nothing else: a pure function of the object and the snippet option
+    (``_parse``), so it is made once per object and reused (``_reuse``)
+    while the store keeps that object. Everything between Ingresses
+    (conflicts, ownership, canaries, TLS claims) is decided per build."""
+
+    key: str
+    rank: tuple[str, str]  # (creationTimestamp, key): oldest first
+    ing: _Ingress | None  # None: a refused annotation, the Ingress contributes nothing
+    routes: tuple[_Route, ...]  # valid paths, in spec order
+    hosts: tuple[str, ...]  # valid rule hosts, in spec order, each once
+    problems: tuple[Problem, ...]  # what is wrong with the object itself
+
+
+_rank = operator.attrgetter("rank")
+
+
+def _parse(obj: dict, allow_snippets: bool) -> _Parsed:
+    meta = obj.get("metadata") or {}
+    key = key_of(obj)
+    # RFC 3339 UTC timestamps sort as text; a missing one sorts last.
+    rank = (meta.get("creationTimestamp") or "\uffff", key)
+    parsed = ann_mod.parse(meta.get("annotations"), allow_snippets=allow_snippets)
+    ing = _Ingress(key, meta.get("namespace", ""), meta.get("name", ""), obj, parsed.annotations)
+    problems = [ing.problem("UnsupportedAnnotation", f"annotation {name} is not supported and was ignored")
+                for name in parsed.unsupported]
+    problems += [ing.problem("InvalidAnnotation", error.message + "; the Ingress is not served") for error in parsed.errors]
+    if parsed.errors:
+        return _Parsed(key, rank, None, (), (), tuple(problems))
+    routes: list[_Route] = []
+    hosts: dict[str, None] = {}
+    for rule in (obj.get("spec") or {}).get("rules") or ():
+        host = _rule_host(ing, rule.get("host"), problems)
+        if host is None:
+            continue
+        if host:
+            hosts[host] = None
+        for item in ((rule.get("http") or {}).get("paths")) or ():
+            route = _route(ing, host, item, problems)
+            if route is not None:
+                routes.append(route)
+    return _Parsed(key, rank, ing, tuple(routes), tuple(hosts), tuple(problems))
+
+
+def _rule_host(ing: _Ingress, raw: object, problems: list[Problem]) -> str | None:
+    """The rule's host ("" for none), or None when it is invalid."""
+    if not raw:
+        return ""
+    try:
+        return v.hostname("host", raw)
+    except v.ValidationError as exc:
+        problems.append(ing.problem("InvalidHost", f"host {raw!r} {exc.reason}; its rule is ignored"))
+        return None
+
+
+def _route(ing: _Ingress, host: str, item: dict, problems: list[Problem]) -> _Route | None:
+    path = item.get("path") or "/"
+    path_type = item.get("pathType") or "ImplementationSpecific"
+    match = _PATH_TYPES.get(path_type)
+    if match is None:
+        match = PathMatch.REGEX if ing.ann.regex_paths else PathMatch.PREFIX
+    backend = item.get("backend") or {}
+    if backend.get("resource") is not None:
+        problems.append(ing.problem(
+            "ResourceBackendUnsupported",
+            f"path {path!r} of host {host or '*'!r} has a resource backend; only Service backends are supported, the path is ignored",
+        ))
+        return None
+    service = _service_ref(ing, backend.get("service"))
+    if service is None:
+        problems.append(ing.problem("InvalidBackend", f"path {path!r} of host {host or '*'!r} has no valid Service backend; the path is ignored"))
+        return None
+    try:
+        check_path(match, path)  # the backend name was checked by _service_ref
+    except v.ValidationError as exc:
+        problems.append(ing.problem("InvalidPath", f"path {path!r} ({match.value}) of host {host or '*'!r}: {exc.reason}; the path is ignored"))
+        return None
+    return _Route(ing, host, path, match, service)
+
+
+def _service_ref(ing: _Ingress, service: dict | None) -> _ServiceRef | None:
+    if not service or not service.get("name"):
+        return None
+    port = service.get("port") or {}
+    number, name = port.get("number"), port.get("name")
+    chosen = number if isinstance(number, int) and not isinstance(number, bool) else name
+    if chosen is None or chosen == "":
+        return None
+    ref = _ServiceRef(ing.namespace, str(service["name"]), chosen)
+    try:
+        v.backend_name("backend", ref.backend_name)
+    except v.ValidationError:
+        return None
+    return ref
 
 
 class _Translator:
@@ -250,6 +445,8 @@ class _Translator:
         self.backends: dict[str, _BackendState] = {}
         self.reported: set[tuple[str, str]] = set()  # (ingress key, backend) endpoint issues already told
         self.primary_backends: dict[tuple, str] = {}  # route key -> backend its location uses
+        self.canary_primaries: set[str] = set()  # backends that got alternatives (_merge_canaries)
+        self.journal: _Journal | None = None  # set while a host's step is recorded
         self.defaults = globalconfig.Defaults()
 
     # -- the steps -----------------------------------------------------------------
@@ -258,15 +455,18 @@ class _Translator:
         config = self._global_config()
         self.defaults = config.defaults
         owned = self._our_ingresses()
-        ingresses = [ing for ing in (self._annotations(obj) for obj in owned) if ing is not None]
-        primaries = [i for i in ingresses if not i.ann.canary]
-        canaries = [i for i in ingresses if i.ann.canary]
+        for parsed in owned:
+            self.problems.extend(parsed.problems)
+        ingresses = [parsed for parsed in owned if parsed.ing is not None]
+        primaries = [p for p in ingresses if not p.ing.ann.canary]
+        canaries = [p for p in ingresses if p.ing.ann.canary]
         routes = self._winning_routes(primaries)
         hosts = self._hosts(primaries)
         self._merge_canaries(canaries, routes)
-        tls_hosts, host_certs, certificates = self._tls(primaries, hosts)
+        primary_ingresses = [p.ing for p in primaries]
+        tls_hosts, host_certs, certificates = self._tls(primaries)
         servers = self._servers(hosts, routes, tls_hosts, host_certs)
-        default_backend, catch_all = self._catch_all(routes, primaries)
+        default_backend, catch_all = self._catch_all(routes, primary_ingresses)
         default_certificate = self.opts.default_ssl_certificate
         configuration = Configuration(
             servers=tuple(servers),
@@ -282,7 +482,7 @@ class _Translator:
         return Translation(
             configuration=configuration,
             problems=tuple(sorted(set(self.problems))),
-            owned_ingresses=tuple(sorted(key_of(obj) for obj in owned)),
+            owned_ingresses=tuple(sorted(parsed.key for parsed in owned)),
         )
 
     def _global_config(self) -> globalconfig.GlobalConfig:
@@ -292,92 +492,30 @@ class _Translator:
             self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""), issue.reason, issue.message))
         return config
 
-    def _our_ingresses(self) -> list[dict]:
+    def _our_ingresses(self) -> list[_Parsed]:
+        """Our Ingresses, read (``_parse``), oldest first."""
         classes = self.snap.ingress_classes
-        ours = [obj for obj in self.snap.ingresses if is_ours(obj, classes, self.opts)]
+        snippets = self.opts.allow_snippet_annotations
+        names = our_class_names(classes, self.opts.controller_class)
 
-        def rank(obj: dict) -> tuple[str, str]:
-            meta = obj.get("metadata") or {}
-            # RFC 3339 UTC timestamps sort as text; a missing one sorts last.
-            return (meta.get("creationTimestamp") or "\uffff", key_of(obj))
+        def is_our(obj: dict) -> bool:
+            class_name = (obj.get("spec") or {}).get("ingressClassName")
+            if class_name:  # rule 1 of classes.is_ours, our class names found once per build
+                return class_name in names
+            return is_ours(obj, classes, self.opts)
 
-        return sorted(ours, key=rank)
-
-    def _annotations(self, obj: dict) -> _Ingress | None:
-        meta = obj.get("metadata") or {}
-        parsed = ann_mod.parse(meta.get("annotations"), allow_snippets=self.opts.allow_snippet_annotations)
-        ing = _Ingress(key_of(obj), meta.get("namespace", ""), meta.get("name", ""), obj, parsed.annotations)
-        for key in parsed.unsupported:
-            self.problems.append(ing.problem("UnsupportedAnnotation", f"annotation {key} is not supported and was ignored"))
-        for error in parsed.errors:
-            self.problems.append(ing.problem("InvalidAnnotation", error.message + "; the Ingress is not served"))
-        return None if parsed.errors else ing
+        ours = [_reuse.get(("ingress", id(obj), snippets), obj, lambda: _parse(obj, snippets))
+                for obj in self.snap.ingresses if is_our(obj)]
+        ours.sort(key=_rank)
+        return ours
 
     # -- routes ----------------------------------------------------------------------
 
-    def _routes_of(self, ing: _Ingress) -> Iterable[_Route]:
-        for rule in (ing.obj.get("spec") or {}).get("rules") or ():
-            host = self._host(ing, rule.get("host"))
-            if host is None:
-                continue
-            for item in ((rule.get("http") or {}).get("paths")) or ():
-                route = self._route(ing, host, item)
-                if route is not None:
-                    yield route
-
-    def _host(self, ing: _Ingress, raw: object) -> str | None:
-        if not raw:
-            return ""
-        try:
-            return v.hostname("host", raw)
-        except v.ValidationError as exc:
-            self.problems.append(ing.problem("InvalidHost", f"host {raw!r} {exc.reason}; its rule is ignored"))
-            return None
-
-    def _route(self, ing: _Ingress, host: str, item: dict) -> _Route | None:
-        path = item.get("path") or "/"
-        path_type = item.get("pathType") or "ImplementationSpecific"
-        match = _PATH_TYPES.get(path_type)
-        if match is None:
-            match = PathMatch.REGEX if ing.ann.regex_paths else PathMatch.PREFIX
-        backend = item.get("backend") or {}
-        if backend.get("resource") is not None:
-            self.problems.append(ing.problem(
-                "ResourceBackendUnsupported",
-                f"path {path!r} of host {host or '*'!r} has a resource backend; only Service backends are supported, the path is ignored",
-            ))
-            return None
-        service = self._service_ref(ing, backend.get("service"))
-        if service is None:
-            self.problems.append(ing.problem("InvalidBackend", f"path {path!r} of host {host or '*'!r} has no valid Service backend; the path is ignored"))
-            return None
-        try:
-            check_path(match, path)  # the backend name was checked by _service_ref
-        except v.ValidationError as exc:
-            self.problems.append(ing.problem("InvalidPath", f"path {path!r} ({match.value}) of host {host or '*'!r}: {exc.reason}; the path is ignored"))
-            return None
-        return _Route(ing, host, path, match, service)
-
-    @staticmethod
-    def _service_ref(ing: _Ingress, service: dict | None) -> _ServiceRef | None:
-        if not service or not service.get("name"):
-            return None
-        port = service.get("port") or {}
-        number, name = port.get("number"), port.get("name")
-        chosen = number if isinstance(number, int) and not isinstance(number, bool) else name
-        if chosen is None or chosen == "":
-            return None
-        ref = _ServiceRef(ing.namespace, str(service["name"]), chosen)
-        try:
-            v.backend_name("backend", ref.backend_name)
-        except v.ValidationError:
-            return None
-        return ref
-
-    def _winning_routes(self, ingresses: list[_Ingress]) -> dict[tuple, _Route]:
+    def _winning_routes(self, ingresses: list[_Parsed]) -> dict[tuple, _Route]:
         winners: dict[tuple, _Route] = {}
-        for ing in ingresses:
-            for route in self._routes_of(ing):
+        for parsed in ingresses:
+            ing = parsed.ing
+            for route in parsed.routes:
                 held = winners.get(route.key)
                 if held is None:
                     winners[route.key] = route
@@ -388,21 +526,17 @@ class _Translator:
                     ))
         return winners
 
-    def _hosts(self, ingresses: list[_Ingress]) -> dict[str, list[_Ingress]]:
+    @staticmethod
+    def _hosts(ingresses: list[_Parsed]) -> dict[str, list[_Ingress]]:
         """Every named host with the Ingresses contributing to it, oldest first."""
         hosts: dict[str, list[_Ingress]] = {}
-        seen: set[tuple[str, str]] = set()  # (host, Ingress key): a set, not `in` on each host's list
-        for ing in ingresses:
-            for rule in (ing.obj.get("spec") or {}).get("rules") or ():
-                if not rule.get("host"):
-                    continue
-                try:
-                    host = v.hostname("host", rule["host"])
-                except v.ValidationError:
-                    continue  # reported by _host
-                if (host, ing.key) not in seen:
-                    seen.add((host, ing.key))
-                    hosts.setdefault(host, []).append(ing)
+        for parsed in ingresses:
+            for host in parsed.hosts:
+                members = hosts.get(host)
+                if members is None:
+                    hosts[host] = [parsed.ing]
+                else:
+                    members.append(parsed.ing)
         return hosts
 
     # -- backends -----------------------------------------------------------------------
@@ -413,7 +547,7 @@ class _Translator:
         The first (oldest) Ingress to use a backend fixes its settings and how
         its endpoints are found; every user hears about endpoint problems.
         """
-        settings = (ing.ann.load_balance, ing.ann.upstream_hash_by, ing.ann.affinity, ing.ann.service_upstream)
+        settings = ing.settings
         state = self._register(ref, settings, ing)
         if settings != state.settings and ing is not state.owner:
             self.problems.append(ing.problem(
@@ -430,21 +564,31 @@ class _Translator:
 
     def _register(self, ref: _ServiceRef, settings: tuple, owner: _Ingress | None) -> _BackendState:
         state = self.backends.get(ref.backend_name)
+        journal = self.journal
         if state is None:
             service = self.snap.services.get(ref.key)
-            slices = tuple(self.snap.endpoint_slices.get(ref.key, ()))
+            given = self.snap.endpoint_slices.get(ref.key, ())
+            slices = tuple(given)
             resolved = _reuse.get(
                 ("resolve", ref.key, ref.port, settings[3], id(service), *map(id, slices)), (service, slices),
                 lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3]),
             )
             state = _BackendState(ref, owner, resolved.endpoints, settings, resolved.issues)
             self.backends[ref.backend_name] = state
+            if journal is not None:
+                journal.states.append((ref.backend_name, state, service, given))
+        elif journal is not None and not journal.created(ref.backend_name):
+            journal.pure = False
         return state
 
     def _tell(self, ing: _Ingress, backend: str, issues: Iterable[Issue]) -> None:
         if (ing.key, backend) in self.reported:
+            if self.journal is not None and not self.journal.created(backend):
+                self.journal.pure = False
             return
         self.reported.add((ing.key, backend))
+        if self.journal is not None:
+            self.journal.told.append((ing.key, backend))
         for issue in issues:
             self.problems.append(ing.problem(issue.reason, issue.message))
 
@@ -474,7 +618,7 @@ class _Translator:
                 "ResourceBackendUnsupported", "spec.defaultBackend is a resource backend; only Service backends are supported"
             ))
             return None
-        ref = self._service_ref(ing, backend.get("service"))
+        ref = _service_ref(ing, backend.get("service"))
         if ref is None:
             self.problems.append(ing.problem("InvalidBackend", "spec.defaultBackend has no valid Service backend"))
             return None
@@ -482,30 +626,44 @@ class _Translator:
 
     def _backend_models(self, servers: list[Server], catch_all: list[Location],
                         default_backend: str | None) -> tuple[Backend, ...]:
-        used: set[str] = {default_backend} if default_backend else set()
-        used.update(loc.backend for loc in catch_all if loc.backend)
-        for server in servers:
-            used.update(loc.backend for loc in server.locations if loc.backend)
-        for name in list(used):
-            state = self.backends.get(name)
-            if state is not None:
-                used.update(state.alternatives)
+        used = {loc.backend for server in servers for loc in server.locations}
+        used.update(loc.backend for loc in catch_all)
+        used.discard(None)
+        if default_backend:
+            used.add(default_backend)
+        for name in self.canary_primaries & used:
+            used.update(self.backends[name].alternatives)
+        default_lb = self.defaults.load_balance
         models = []
         for name in sorted(used):
             state = self.backends[name]
-            load_balance, hash_by, affinity, _ = state.settings
-            fields = (name, state.endpoints, load_balance or self.defaults.load_balance, hash_by, affinity,
-                      tuple(sorted(state.alternatives)), state.policy)
-            pins = (state.endpoints, fields[2], affinity, state.policy)
-            models.append(_reuse.get(("backend", name, hash_by, fields[5], *map(id, pins)), pins,
-                                     lambda: Backend(*fields)))
+            made = state.model
+            if made is not None and made[0] is default_lb and made[1] is state.policy and not state.alternatives:
+                models.append(made[2])
+                continue
+            alternatives = tuple(sorted(state.alternatives)) if state.alternatives else ()
+            # Keyed by the input objects: the endpoints (reused while the
+            # Service and slices are), the owner's settings tuple (one per
+            # Ingress object) and policy; all pinned by the entry.
+            pins = (state.endpoints, state.settings, state.policy, default_lb)
+            model = _reuse.get(("backend", name, alternatives, *map(id, pins)), pins,
+                               lambda: self._backend_model(name, state, alternatives))
+            if not alternatives:
+                state.model = (default_lb, state.policy, model)
+            models.append(model)
         return tuple(models)
+
+    def _backend_model(self, name: str, state: _BackendState, alternatives: tuple[str, ...]) -> Backend:
+        load_balance, hash_by, affinity, _ = state.settings
+        return Backend(name, state.endpoints, load_balance or self.defaults.load_balance, hash_by, affinity,
+                       alternatives, state.policy)
 
     # -- canaries -------------------------------------------------------------------------
 
-    def _merge_canaries(self, canaries: list[_Ingress], routes: dict[tuple, _Route]) -> None:
-        for canary in canaries:
-            for route in self._routes_of(canary):
+    def _merge_canaries(self, canaries: list[_Parsed], routes: dict[tuple, _Route]) -> None:
+        for parsed in canaries:
+            canary = parsed.ing
+            for route in parsed.routes:
                 primary = routes.get(route.key)
                 if primary is None:
                     self.problems.append(canary.problem(
@@ -532,6 +690,7 @@ class _Translator:
                 state.policy = policy
                 state.policy_owner = state.policy_owner or canary
                 self.backends[primary_name].alternatives.add(canary_name)
+                self.canary_primaries.add(primary_name)
 
     def _route_backend(self, route: _Route) -> str:
         """The backend a primary route's location uses (registered once)."""
@@ -539,23 +698,24 @@ class _Translator:
         if name is None:
             name = self._backend(route.ing, route.service)
             self.primary_backends[route.key] = name
+            if self.journal is not None:
+                self.journal.route_backends.append((route.key, name))
+        elif self.journal is not None:
+            self.journal.pure = False  # a canary's merge registered it first
         return name
 
     # -- TLS ----------------------------------------------------------------------------
 
-    def _tls(self, ingresses: list[_Ingress], hosts: dict[str, list[_Ingress]]):
+    def _tls(self, primaries: list[_Parsed]):
         claims: dict[str, tuple[_Ingress, str | None]] = {}  # host -> (ingress, secret key or None)
-        # Each Ingress's rule hosts, in ``hosts`` order, indexed once (not a scan per Ingress).
-        rule_hosts_of: dict[str, list[str]] = {}
-        for host, members in hosts.items():
-            for member in members:
-                rule_hosts_of.setdefault(member.key, []).append(host)
-        for ing in ingresses:
-            rule_hosts = rule_hosts_of.get(ing.key, [])
+        for parsed in primaries:
+            ing = parsed.ing
             for entry in (ing.obj.get("spec") or {}).get("tls") or ():
                 secret = entry.get("secretName")
                 secret_key = f"{ing.namespace}/{secret}" if secret else None
-                names = entry.get("hosts") or rule_hosts
+                # Without hosts: the Ingress's rule hosts. (Their order only
+                # orders the claims of one Ingress, which cannot conflict.)
+                names = entry.get("hosts") or parsed.hosts
                 for raw in names:
                     try:
                         host = v.hostname("tls.hosts", raw)
@@ -616,37 +776,90 @@ class _Translator:
     def _servers(self, hosts, routes, tls_hosts, host_certs) -> list[Server]:
         by_host: dict[str, list[_Route]] = {}
         for route in routes.values():
-            by_host.setdefault(route.host, []).append(route)
+            same_host = by_host.get(route.host)
+            if same_host is None:
+                by_host[route.host] = [route]
+            else:
+                same_host.append(route)
         taken: dict[str, _Ingress | None] = {h: None for h in hosts}  # name -> Ingress that aliased it
-        servers = []
+        servers: list[Server] = []
+        ssl_default = self.defaults.ssl_redirect
+        # Whether a host without a "/" of its own may get one from it; a step
+        # that does is not recorded (_option_default_backend).
+        default_service = self.opts.default_backend_service
         for host in sorted(hosts):
             members = hosts[host]
-            is_tls = host in tls_hosts or _wildcard_of(host) in tls_hosts
-            locations = []
-            for route in by_host.get(host, ()):
-                location = self._location(route, is_tls)
-                if location is not None:
-                    locations.append(location)
-            locations += self._host_extras(host, members, locations, is_tls)
-            aliases = []
-            for ing in members:
-                for alias in ing.ann.server_aliases:
-                    if alias in taken:
-                        # An Ingress with several hosts offers its aliases to
-                        # each; the first (sorted) host takes them quietly.
-                        if taken[alias] is not ing:
-                            self.problems.append(ing.problem(
-                                "ServerAliasConflict", f"server-alias {alias!r} is already a host or alias; ignored"
-                            ))
-                        continue
-                    taken[alias] = ing
-                    aliases.append(alias)
+            host_routes = by_host.get(host, ())
+            wildcard = _wildcard_of(host) if tls_hosts else ""
+            is_tls = bool(tls_hosts) and (host in tls_hosts or wildcard in tls_hosts)
+            certificate = (host_certs.get(host) or host_certs.get(wildcard)) if host_certs else None
+            if not (members[0].isolated if len(members) == 1 else all(ing.isolated for ing in members)):
+                self._host(host, members, host_routes, is_tls, certificate, taken, servers)
+                continue
+            key = ("host", host, is_tls, certificate, ssl_default, default_service, len(members),
+                   *map(id, members), *map(id, host_routes))
+            step = _reuse.peek(key)
+            if step is not None and self._replay(step, servers):  # type: ignore[arg-type]
+                continue
+            journal = self.journal = _Journal()
+            problems_before, servers_before = len(self.problems), len(servers)
             try:
-                servers.append(self._server(host, tuple(aliases), host_certs.get(host) or host_certs.get(_wildcard_of(host)),
-                                            tuple(locations), is_tls))
-            except v.ValidationError as exc:  # defensive: every part was checked already
-                self.problems.append(members[0].problem("InvalidServer", f"host {host!r}: {exc}; not served"))
+                self._host(host, members, host_routes, is_tls, certificate, taken, servers)
+            finally:
+                self.journal = None
+            if journal.pure:
+                _reuse.put(key, (tuple(members), tuple(host_routes)), _HostStep.of(
+                    servers[-1] if len(servers) > servers_before else None, self.problems[problems_before:], journal))
         return servers
+
+    def _replay(self, step: _HostStep, servers: list[Server]) -> bool:
+        """Apply a recorded host step if its preconditions hold (see _HostStep)."""
+        # (A route key of the step taken already, by a canary's merge, means
+        # its backend is registered already: the first test covers it.)
+        # Slices compare with ==: a tuple compares its items by identity
+        # first, and slices equal in content resolve to the same endpoints.
+        backends, snap = self.backends, self.snap
+        if (any(map(backends.__contains__, step.names))
+                or any(map(operator.is_not, map(snap.services.get, step.service_keys), step.services))
+                or not all(map(operator.eq, map(snap.endpoint_slices.get, step.service_keys, _NO_SLICES),
+                               step.slices))):
+            return False
+        backends.update(step.states)
+        self.primary_backends.update(step.route_backends)
+        if step.told:
+            self.reported.update(step.told)
+        if step.problems:
+            self.problems.extend(step.problems)
+        if step.server is not None:
+            servers.append(step.server)
+        return True
+
+    def _host(self, host: str, members: list[_Ingress], host_routes, is_tls: bool, certificate: str | None,
+              taken: dict[str, _Ingress | None], servers: list[Server]) -> None:
+        """The server of one host (appended to ``servers``), its backends registered."""
+        locations = []
+        for route in host_routes:
+            location = self._location(route, is_tls)
+            if location is not None:
+                locations.append(location)
+        locations += self._host_extras(host, members, locations, is_tls)
+        aliases = []
+        for ing in members:
+            for alias in ing.ann.server_aliases:
+                if alias in taken:
+                    # An Ingress with several hosts offers its aliases to
+                    # each; the first (sorted) host takes them quietly.
+                    if taken[alias] is not ing:
+                        self.problems.append(ing.problem(
+                            "ServerAliasConflict", f"server-alias {alias!r} is already a host or alias; ignored"
+                        ))
+                    continue
+                taken[alias] = ing
+                aliases.append(alias)
+        try:
+            servers.append(self._server(host, tuple(aliases), certificate, tuple(locations), is_tls))
+        except v.ValidationError as exc:  # defensive: every part was checked already
+            self.problems.append(members[0].problem("InvalidServer", f"host {host!r}: {exc}; not served"))
 
     @staticmethod
     def _server(host: str, aliases: tuple[str, ...], certificate: str | None, locations: tuple[Location, ...],
@@ -689,7 +902,13 @@ class _Translator:
     def _host_extras(self, host: str, members: list[_Ingress], locations: list[Location], is_tls: bool) -> list[Location]:
         """app-root and the host's default ``/`` (see module docstring)."""
         extras: list[Location] = []
-        has_exact_root = any(loc.match is PathMatch.EXACT and loc.path == "/" for loc in locations)
+        has_exact_root = has_prefix_root = False
+        for loc in locations:
+            if loc.path[-1] == "/":  # cheap test first: most paths are not a root
+                if loc.match is PathMatch.EXACT and loc.path == "/":
+                    has_exact_root = True
+                elif loc.match is PathMatch.PREFIX and loc.path.rstrip("/") == "":
+                    has_prefix_root = True
         for ing in members:
             if ing.ann.app_root is None:
                 continue
@@ -699,7 +918,7 @@ class _Translator:
             extras.append(Location("/", match=PathMatch.EXACT, redirect=Redirect(ing.ann.app_root, 302),
                                    ssl_redirect=self._ssl_redirect(ing.ann, is_tls)))
             has_exact_root = True
-        if not any(loc.match is PathMatch.PREFIX and loc.path.rstrip("/") == "" for loc in locations):
+        if not has_prefix_root:
             backend, owner = None, None
             for ing in members:
                 backend, owner = self._spec_default_backend(ing), ing
@@ -710,7 +929,7 @@ class _Translator:
             if backend is not None:
                 # The Ingress's own annotations (allowlist, limits...) guard its
                 # default backend too, as they do its paths.
-                ann = owner.ann if owner is not None else ann_mod.Annotations()
+                ann = owner.ann if owner is not None else _NO_ANNOTATIONS
                 extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls))
         return extras
 
@@ -740,6 +959,8 @@ class _Translator:
         key = self.opts.default_backend_service
         if not key:
             return None
+        if self.journal is not None:
+            self.journal.pure = False  # shared by every host that uses it
         namespace, _, name = key.partition("/")
         ref = self._first_port_ref(namespace, name)
         if ref is None:
@@ -760,9 +981,8 @@ def _wildcard_of(host: str) -> str:
 def _location_settings(ann: ann_mod.Annotations) -> bool:
     """Whether ``ann`` asks for per-location behaviour (which the plain
     ``default_backend`` location does not carry)."""
-    plain = ann_mod.Annotations()
     return any(
-        getattr(ann, name) != getattr(plain, name)
+        getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
                      "rate_limit", "cors")
     )

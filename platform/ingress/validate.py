@@ -114,16 +114,29 @@ def _memo_strings(fn):
 
     A translation checks each hostname, backend name and path several times
     (rule, server, location, view); the validators are pure, so a string
-    checked once needs no regex again. Errors are not cached, and other
-    types go straight to ``fn`` (which rejects them). Bounded: a bigger
-    cluster only misses more.
+    checked once needs no regex again. The answer does not depend on the
+    field name (which only names the culprit in an error), so it is cached
+    per value: each hostname once, not once per place that checks it (the
+    view checks each server's names under a field of its own, which filled
+    the cache with 10,000 entries nobody asked for again). Errors are not
+    cached: a bad value is checked again, naming its field. Other types go
+    straight to ``fn`` (which rejects them). Bounded: a bigger cluster only
+    misses more.
     """
-    cached = functools.lru_cache(maxsize=1 << 15)(fn)
+
+    # Room for the names of 20,000 Ingresses (a host and two backends
+    # each): a cache that is too small misses on every lookup of a sync.
+    @functools.lru_cache(maxsize=1 << 17)
+    def cached(value: str, options: tuple) -> object:
+        return fn("", value, **dict(options))
 
     @functools.wraps(fn)
     def validator(field: str, value: object, **options: object):
         if value.__class__ is str:
-            return cached(field, value, **options)
+            try:
+                return cached(value, tuple(options.items()) if options else ())
+            except ValidationError:
+                pass  # raised again below, naming the field
         return fn(field, value, **options)
 
     return validator

@@ -58,6 +58,7 @@ from platformd.ingress.model import (
     Configuration,
     Cors,
     GlobalSettings,
+    LoadBalance,
     Location,
     PathMatch,
     Server,
@@ -311,9 +312,16 @@ class _ServerViews:
             recent = ()  # compared once per build: each translation makes a new settings object
         used: dict[int, tuple] = {}
         views = []
+        phases = bodies.phases
         for server in servers:
-            hooks = tuple(bodies.phases.get(loc.backend) for loc in server.locations if loc.backend)
-            hit = next((c[id(server)] for c in recent if id(server) in c), None)
+            # () when no backend has hooks: a different spelling of "none",
+            # which at worst makes a view again when that changes.
+            hooks = tuple(phases.get(loc.backend) for loc in server.locations if loc.backend) if phases else ()
+            hit = None
+            for cache in recent:
+                hit = cache.get(id(server))
+                if hit is not None:
+                    break
             if hit is not None and hit[0] is server and hit[1] == hooks:
                 for zone in hit[3]:
                     if zone not in bodies.zones:
@@ -358,18 +366,28 @@ def _locations(where: str, locations: tuple[Location, ...], host: str, bodies: "
     exact_paths = {loc.path for loc in locations if loc.match is PathMatch.EXACT}
     regex_host = any(loc.match is PathMatch.REGEX for loc in locations)
     ordered: list[tuple[tuple, LocationView]] = []
+    any_regex_form = False
     for index, loc in enumerate(locations):
         try:
             body = bodies.of(loc, host, tls)
-            name_q = v.quote(v.backend_name("backend", loc.backend or "redirect"))
+            name_q = _name_q(loc.backend or "redirect")
             for match_q, regex_form in _location_matches(loc, exact_paths, regex_host):
+                any_regex_form = any_regex_form or regex_form
                 order = _regex_order(loc) if regex_form else (0, index)
                 ordered.append((order, LocationView(match_q, name_q, body)))
         except v.ValidationError as exc:
             raise exc.within(f"{where}.location[{loc.path}]") from None
     if not any(_is_root_prefix(loc) for loc in locations):
         ordered.append(((2,), LocationView(_ROOT_Q, _NOT_FOUND_NAME_Q, bodies.not_found(tls))))
+    if not any_regex_form:  # (0, index) then (2,): already in order
+        return tuple(view for _, view in ordered)
     return tuple(view for _, view in sorted(ordered, key=lambda item: item[0]))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _name_q(backend: str) -> str:
+    """A backend name as the quoted value of ``$proxy_upstream_name`` (pure; cached like ``_matches``)."""
+    return v.quote(v.backend_name("backend", backend))
 
 
 def _is_root_prefix(loc: Location) -> bool:
@@ -448,16 +466,16 @@ def lua_phases(config: Configuration) -> dict[str, LuaPhases]:
     too, so changing one of them is a reload (see decide.py). Must agree with
     ``needs_access`` in lua/balancer.lua.
     """
+    hooked = {b.name: b for b in config.backends if needs_lua_hooks(b)}
+    if not hooked:
+        return {}  # the usual case: no need to find which backends are used
     by_name = {b.name: b for b in config.backends}
-    used = {config.default_backend} if config.default_backend else set()
-    for server in config.servers:
-        used.update(loc.backend for loc in server.locations if loc.backend)
-    used.update(loc.backend for loc in config.default_server_locations if loc.backend)
+    used = {loc.backend for server in config.servers for loc in server.locations}
+    used.update(loc.backend for loc in config.default_server_locations)
+    used.add(config.default_backend)
     phases: dict[str, LuaPhases] = {}
-    for name in sorted(used):
-        backend = by_name.get(name)
-        if backend is None or not needs_lua_hooks(backend):
-            continue
+    for name in sorted(used & hooked.keys()):
+        backend = hooked[name]
         algorithms = {_algorithm(backend)} | {
             _algorithm(by_name[alt]) for alt in backend.alternative_backends if alt in by_name
         }
@@ -469,8 +487,14 @@ _NEEDS_ACCESS = frozenset({"ewma", "sticky_balanced", "sticky_persistent"})
 
 
 def needs_lua_hooks(backend: Backend) -> bool:
-    """Whether locations using ``backend`` need Lua hooks besides the balancer."""
-    return bool(backend.alternative_backends) or _algorithm(backend) in _NEEDS_ACCESS
+    """Whether locations using ``backend`` need Lua hooks besides the balancer
+    (``_algorithm(backend) in _NEEDS_ACCESS``, without making the name: this
+    is asked of every backend of every configuration)."""
+    if backend.alternative_backends:
+        return True
+    if backend.upstream_hash_by:
+        return False  # chash
+    return backend.session_affinity is not None or backend.load_balance is LoadBalance.EWMA
 
 
 _PASS = {
@@ -509,6 +533,12 @@ class Bodies:
         self.phases = lua_phases(config) if phases is None else phases
         self.zones: list[LimitZone] = []
         self._made: dict[tuple, LocationBody] = {}
+        # The same lookup keyed by the identities of the settings objects:
+        # locations of one Ingress (and all without annotations) share
+        # them, and hashing the frozen settings by value is most of a
+        # lookup. Each entry keeps the objects its key names by id alive,
+        # so an id cannot be reused while it exists.
+        self._by_id: dict[tuple, tuple[tuple, LocationBody]] = {}
 
     def of(self, loc: Location, host: str, tls: bool) -> LocationBody:
         hooks = self.phases.get(loc.backend or "", _PLAIN)
@@ -517,11 +547,17 @@ class Bodies:
         # access phase instead.
         access = hooks.access or loc.proxy.protocol is not BackendProtocol.HTTP
         own = (host, loc.path) if loc.rate_limit.enabled or loc.rewrite_target is not None else None
-        key = (_body_fields(loc), own, tls, access, hooks.log)
+        settings = _body_fields(loc)
+        fast = (*map(id, settings), own, tls, access, hooks.log)
+        hit = self._by_id.get(fast)
+        if hit is not None:
+            return hit[1]
+        key = (settings, own, tls, access, hooks.log)
         body = self._made.get(key)
         if body is None:
             body = _location_body(loc, host, self.settings, self.zones, tls, lua_access=access, lua_log=hooks.log)
             self._made[key] = body
+        self._by_id[fast] = (settings, body)
         return body
 
     def plain(self, match: PathMatch, tls: bool, ssl_redirect: bool) -> LocationBody:

@@ -348,6 +348,7 @@ def test_lua_hooks_only_where_a_backend_needs_them():
         servers=(Server("example.com", locations=(
             Location("/plain", backend="plain"),
             Location("/hashed", backend="hashed"),
+            Location("/hashed-ewma", backend="hashed-ewma"),
             Location("/sticky", backend="sticky"),
             Location("/ewma", backend="ewma"),
             Location("/canary", backend="primary"),
@@ -357,6 +358,7 @@ def test_lua_hooks_only_where_a_backend_needs_them():
         backends=(
             Backend("plain"),
             Backend("hashed", upstream_hash_by="$request_uri", session_affinity=SessionAffinity()),
+            Backend("hashed-ewma", upstream_hash_by="$request_uri", load_balance="ewma"),  # consistent hashing wins
             Backend("sticky", session_affinity=SessionAffinity()),
             Backend("ewma", load_balance="ewma"),
             Backend("primary", alternative_backends=("ewma-canary",)),
@@ -365,11 +367,11 @@ def test_lua_hooks_only_where_a_backend_needs_them():
     )
     text = render.render_nginx_conf(config, runtime())
     hooks = {}
-    for path in ("plain", "hashed", "sticky", "ewma", "canary", "unknown", "grpc"):
+    for path in ("plain", "hashed", "hashed-ewma", "sticky", "ewma", "canary", "unknown", "grpc"):
         block = text.split(f'location "/{path}/" {{')[1].split("\n        }\n")[0]
         hooks[path] = ("access_by_lua" in block, "log_by_lua" in block)
     assert hooks == {
-        "plain": (False, False), "hashed": (False, False), "unknown": (False, False),
+        "plain": (False, False), "hashed": (False, False), "hashed-ewma": (False, False), "unknown": (False, False),
         "sticky": (True, False), "ewma": (True, True), "canary": (True, True),
         "grpc": (True, False),  # the 503 fallback server speaks HTTP/1.1 only
     }

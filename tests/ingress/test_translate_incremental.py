@@ -1,0 +1,214 @@
+"""A translation that reuses earlier work equals a fresh one, change after change.
+
+``translate.build`` reuses the results of pure steps (per Ingress object, per
+Service and its slices, per location, server and backend) across builds, and
+the view and renderer reuse per-server work in turn. The contract is that
+none of this shows: after any sequence of changes (add, delete or modify an
+Ingress, Service, EndpointSlice, Secret or the ConfigMap) the result equals a
+translation of the same objects that reuses nothing, and renders to the same
+bytes. "Fresh" here is a deep copy of the snapshot (no object the caches have
+seen) translated with an empty reuse cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import pytest
+
+from platformd import paths
+from platformd.ingress import routes, translate
+from platformd.ingress.render import render_nginx_conf
+from platformd.ingress.snapshot import Snapshot, key_of
+from platformd.ingress.translate import TranslateOptions, build
+from platformd.ingress.view import RuntimePaths
+from tests.helpers.certs import self_signed
+from tests.ingress_e2e import objects as o
+
+NOW = time.time() + 3600  # the test certificates are valid from their creation on, for 30 days
+OPTIONS = TranslateOptions(default_backend_service="default/fallback", default_ssl_certificate="default/tls-default",
+                           now=NOW)
+RUNTIME = RuntimePaths(Path("/tmp/pd-test"), paths.lua_dir(), Path("/tmp/pd-test/c.pem"), Path("/tmp/pd-test/k.pem"))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> dict[str, tuple[str, str]]:
+    directory = tmp_path_factory.mktemp("certs")
+    return {host: self_signed(host, directory) for host in ("a.example", "b.example", "default.example")}
+
+
+class Cluster:
+    """The objects a controller's stores would hold; a change replaces an object, as the API does."""
+
+    def __init__(self, certs: dict[str, tuple[str, str]]) -> None:
+        self.certs = certs
+        self.ingresses: dict[str, dict] = {}
+        self.services: dict[str, dict] = {}
+        self.slices: dict[str, tuple[dict, ...]] = {}
+        self.secrets: dict[str, dict] = {}
+        self.configmap: dict | None = None
+        self.created = 0
+
+    def put_ingress(self, obj: dict, created: str | None = None) -> None:
+        if created is None:
+            self.created += 1
+            created = f"2024-01-01T00:00:{self.created:02d}Z"
+        obj["metadata"]["creationTimestamp"] = created
+        self.ingresses[key_of(obj)] = obj
+
+    def put_service(self, name: str, port: int = 80, addresses: tuple[str, ...] | None = ("10.0.0.1",)) -> None:
+        self.services[f"default/{name}"] = o.service(name, port=port)
+        if addresses is not None:
+            self.slices[f"default/{name}"] = (o.endpoint_slice(name, addresses),)
+
+    def put_secret(self, name: str, host: str) -> None:
+        self.secrets[f"default/{name}"] = o.tls_secret(name, *self.certs[host])
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(ingresses=tuple(self.ingresses.values()), ingress_classes=(o.ingress_class(),),
+                        services=dict(self.services), endpoint_slices=dict(self.slices),
+                        secrets=dict(self.secrets), configmap=self.configmap)
+
+
+def base(certs) -> Cluster:
+    c = Cluster(certs)
+    for name in ("s1", "s2", "s3", "s4", "fallback", "other", "p1", "p2", "f1"):
+        c.put_service(name, addresses=("10.0.0.%d" % (len(c.services) + 1),))
+    c.put_service("empty", addresses=())
+    c.put_secret("tls-a", "a.example")
+    c.put_secret("tls-default", "default.example")
+    c.put_ingress(o.ingress("a", "a.example", [("/", "s1", 80), ("/api", "s2", 80)],
+                            tls=[{"hosts": ["a.example"], "secretName": "tls-a"}]))
+    c.put_ingress(o.ingress("b", "b.example", [("/", "s2", 80), ("/exact", "s4", 80, "Exact")],
+                            annotations={"proxy-body-size": "8m", "server-alias": "www.b.example"}))
+    c.put_ingress(o.ingress("canary", "a.example", [("/", "s3", 80)],
+                            annotations={"canary": "true", "canary-weight": "30"}))
+    c.put_ingress(o.ingress("catchall", None, [("/", "s1", 80), ("/x", "s4", 80)]))
+    c.put_ingress(o.ingress("fallback-user", "e.example", [("/", "empty", 80)],
+                            annotations={"default-backend": "other"}))
+    c.put_ingress(o.ingress("ewma", "c.example", [("/", "s2", 80)], annotations={"load-balance": "ewma"}))
+    c.put_ingress(o.ingress("conflict", "a.example", [("/api", "s4", 80)]))  # a's /api is older
+    # Plain hosts: nothing another host's step decides reaches them, so
+    # their steps are replayed (translate._HostStep) until an input changes.
+    c.put_ingress(o.ingress("plain", "p.example", [("/", "p1", 80), ("/v", "p2", 80)]))
+    c.put_ingress(o.ingress("plain-2", "q.example", [("/", "p2", 80)]))
+    c.put_ingress(o.ingress("bad", "d.example", [("/", "s1", 80)], annotations={"configuration-snippet": "x"}))
+    return c
+
+
+FIELDS = ("ingresses", "ingress_classes", "services", "endpoint_slices", "secrets", "configmap")
+MAPPINGS = ("services", "endpoint_slices", "secrets")
+
+
+def fresh(snap: Snapshot, options: TranslateOptions = OPTIONS) -> translate.Translation:
+    saved = translate._reuse
+    translate._reuse = translate._Reuse()
+    try:
+        return build(Snapshot(**{name: copy.deepcopy(getattr(snap, name) if name not in MAPPINGS else dict(getattr(snap, name)))
+                                 for name in FIELDS}), options)
+    finally:
+        translate._reuse = saved
+
+
+def check(c: Cluster) -> translate.Translation:
+    snap = c.snapshot()
+    reused = build(snap, OPTIONS)
+    expected = fresh(snap)
+    assert reused == expected
+    assert render_nginx_conf(reused.configuration, RUNTIME) == render_nginx_conf(expected.configuration, RUNTIME)
+    assert routes.payload(reused.configuration) == routes.payload(expected.configuration)
+    return reused
+
+
+def _modify(c: Cluster, key: str, change) -> None:
+    obj = copy.deepcopy(c.ingresses[key])
+    change(obj)
+    c.ingresses[key] = obj
+
+
+CHANGES = {
+    "add ingress": lambda c: c.put_ingress(o.ingress("new", "new.example", [("/", "s1", 80), ("/n", "s4", 80)])),
+    "add ingress on an existing host": lambda c: c.put_ingress(o.ingress("more", "b.example", [("/more", "s3", 80)])),
+    "add older ingress taking a path": lambda c: c.put_ingress(
+        o.ingress("older", "a.example", [("/api", "other", 80)]), created="2023-01-01T00:00:00Z"),
+    "add older ingress on an earlier host sharing a backend": lambda c: c.put_ingress(
+        o.ingress("first", "0.example", [("/", "s2", 80)], annotations={"load-balance": "ewma"}),
+        created="2023-06-01T00:00:00Z"),
+    "add canary to another host": lambda c: c.put_ingress(o.ingress(
+        "canary-b", "b.example", [("/", "s3", 80)], annotations={"canary": "true", "canary-weight": "50"})),
+    "add ingress using the default backend service": lambda c: c.put_ingress(
+        o.ingress("nodefault", "f.example", [("/only", "f1", 80, "Exact")])),
+    "modify ingress path": lambda c: _modify(c, "default/a", lambda obj: obj["spec"]["rules"][0]["http"]["paths"].append(
+        {"path": "/v2", "pathType": "Prefix", "backend": {"service": {"name": "s3", "port": {"number": 80}}}})),
+    "modify ingress annotation": lambda c: _modify(c, "default/b", lambda obj: obj["metadata"]["annotations"].update(
+        {o.PREFIX + "proxy-body-size": "16m"})),
+    "modify canary weight": lambda c: _modify(c, "default/canary", lambda obj: obj["metadata"]["annotations"].update(
+        {o.PREFIX + "canary-weight": "70"})),
+    "fix refused annotation": lambda c: _modify(c, "default/bad", lambda obj: obj["metadata"].pop("annotations")),
+    "modify endpoint slice of a plain host": lambda c: c.slices.update(
+        {"default/p1": (o.endpoint_slice("p1", ["10.8.8.8"]),)}),
+    "modify service of a plain host": lambda c: c.put_service("p1", port=81, addresses=None),
+    "add plain ingress on an earlier host taking a plain backend": lambda c: c.put_ingress(
+        o.ingress("earlier", "0p.example", [("/", "p2", 80)], annotations={"load-balance": "ewma"})),
+    "modify service port": lambda c: c.put_service("s2", port=81, addresses=None),
+    "modify endpoint slice": lambda c: c.slices.update({"default/s1": (o.endpoint_slice("s1", ["10.9.9.9", "10.9.9.8"]),)}),
+    "empty endpoint slice": lambda c: c.slices.update({"default/empty": (o.endpoint_slice("empty", ["10.7.7.7"]),)}),
+    "modify secret": lambda c: c.put_secret("tls-a", "b.example"),  # no longer covers a.example
+    "add configmap": lambda c: setattr(c, "configmap", {
+        "metadata": {"name": "cfg", "namespace": "default"}, "data": {"ssl-redirect": "false", "proxy-body-size": "2m"}}),
+    "modify configmap": lambda c: setattr(c, "configmap", {
+        "metadata": {"name": "cfg", "namespace": "default"}, "data": {"load-balance": "ewma"}}),
+    "delete ingress": lambda c: c.ingresses.pop("default/b"),
+    "delete canary": lambda c: c.ingresses.pop("default/canary"),
+    "delete service": lambda c: c.services.pop("default/s4"),
+    "delete endpoint slice": lambda c: c.slices.pop("default/s2"),
+    "delete endpoint slice of a plain host": lambda c: c.slices.pop("default/p2"),
+    "delete plain ingress": lambda c: c.ingresses.pop("default/plain"),
+    "delete secret": lambda c: c.secrets.pop("default/tls-a"),
+}
+
+
+def test_the_base_cluster_exercises_what_the_changes_touch(certs):
+    result = check(base(certs))
+    reasons = {p.reason for p in result.problems}
+    assert {"PathConflict", "InvalidAnnotation"} <= reasons
+    config = result.configuration
+    assert {s.hostname for s in config.servers} >= {"a.example", "b.example", "c.example", "e.example"}
+    assert any(b.alternative_backends for b in config.backends)  # the canary is merged
+    assert config.default_server_locations and config.default_certificate == "default/tls-default"
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_each_change_gives_what_a_fresh_translation_gives(certs, name):
+    c = base(certs)
+    before = check(c)  # warms every cache on the base
+    CHANGES[name](c)
+    changed = check(c)
+    assert changed != before  # each change is visible in the result
+    assert check(c) == changed  # and translating the same objects again changes nothing
+
+
+def test_a_sequence_of_changes_stays_equal_to_fresh_translations(certs):
+    c = base(certs)
+    check(c)
+    for name in CHANGES:  # in order: the deletions come last
+        CHANGES[name](c)
+        check(c)
+    # Back to objects equal to the start: nothing stale is reused.
+    check(base(certs))
+
+
+def test_a_change_of_options_gives_what_a_fresh_translation_gives(certs):
+    """Options are inputs too: a host without a "/" of its own gets the default backend service's."""
+    c = base(certs)
+    CHANGES["add ingress using the default backend service"](c)  # a host without a "/"
+    snap = c.snapshot()
+    plain = TranslateOptions(now=NOW)
+    without = build(snap, plain)
+    assert without == fresh(snap, plain)
+    with_default = build(snap, OPTIONS)
+    assert with_default == fresh(snap, OPTIONS)
+    assert without != with_default
+    assert build(snap, plain) == without
