@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import shutil
 import statistics
@@ -356,6 +357,9 @@ def _cell(value: float | None) -> str:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--offline-child":
+        print(json.dumps(offline(int(sys.argv[2]))))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,5000,10000")
     parser.add_argument("--live-size", type=int, default=10000)
@@ -367,7 +371,12 @@ def main() -> int:
         print(f"{'ingresses':>9} {'build s':>8} {'render s':>8} {'+1 build':>8} {'+1 rend.':>8} {'conf MB':>8} "
               f"{'nginx -t s':>10} {'start s':>8} {'reload s':>8}", flush=True)
         for n in (int(s) for s in args.sizes.split(",") if s):
-            f = offline(n)
+            # Each size in a process of its own: sizes would otherwise share
+            # caches and the garbage collector's state, and a size's figures
+            # would depend on what ran before it.
+            run = subprocess.run([sys.executable, __file__, "--offline-child", str(n)],
+                                 check=True, stdout=subprocess.PIPE, text=True)
+            f = json.loads(run.stdout.strip().splitlines()[-1])
             print(f"{f['ingresses']:>9} {f['build_s']:>8.2f} {f['render_s']:>8.2f} {f['rebuild_s']:>8.2f} "
                   f"{f['rerender_s']:>8.2f} {f['conf_mb']:>8.1f} "
                   f"{f['nginx_t_s']:>10.2f} {_cell(f['start_s'])} {_cell(f['reload_s'])}", flush=True)
