@@ -23,13 +23,38 @@ test VM's emulation they cost seconds), creating and probing the kernel
 EndpointSlices to the change trackers (``feed``: the informers' handlers,
 which parse the objects as they arrive).
 
+Where the time goes: after the table, each sync is broken down into the
+proxier's steps (wall time; steps marked "alongside" ran on a thread of
+their own, overlapping the others, and "waited for" is what the sync then
+still had to wait), the time spent inside the kernel object per method (our
+encoding plus the kernel's work) and, with ``linux``, the part of it spent
+waiting on the kernel per door (netlink exchanges and /proc reads for
+``ipvs``, ``rtnetlink``, ``ipset``; tool runs for ``tools``). The rest of
+the sync is our Python: translating, diffing, encoding.
+
 A floor the proxy cannot lower: in the test VM (Debian 6.1 under QEMU's
 software emulation) adding 10,000 /32 addresses to kube-ipvs0 takes 11-35 s
 of kernel time however they are sent (the kernel walks the link's whole
 address list on every insert, so the cost grows with the square of the
-count); 60,000 IPVS services and destinations take ~5 s.
+count); 60,000 IPVS services and destinations take 2-5 s. The sync adds the
+addresses on a thread of its own, so they cost about the time from their
+start (after translation and the virtual servers) to their end.
 
-Usage: python bench/bench_nodeproxy.py [--kernel fake|linux] [--sizes 1000,5000,10000]
+With ``linux``, measure one size per VM boot: IPVS keeps deleted real
+servers in a "trash" list for about two minutes and walks that list on
+every real-server add, so a size measured after another one's clean-up
+pays for it (50,000 real servers took 100 s instead of 3 s that way).
+
+``--no-overlap`` runs what a sync does on threads of its own (the fixed
+parts while translating; adding addresses while applying real servers) one
+step after the other instead, to show what the overlap buys on this
+machine: it needs a second CPU (the test VM has two vCPUs, but QEMU gets
+them only when the host has two cores to spare). Its breakdown still names
+the "alongside" steps, but their time is then also inside the step that
+started them ("changes" for the fixed parts, "ipset members" for the
+addresses).
+
+Usage: python bench/bench_nodeproxy.py [--kernel fake|linux] [--sizes 1000,5000,10000] [--no-overlap]
 """
 
 from __future__ import annotations
@@ -75,6 +100,28 @@ def endpoint_slice(i: int, generation: int = 0) -> dict:
             "endpoints": eps}
 
 
+class _Inline:
+    """``background.Background`` run at once on the caller's thread: the
+    sync without its overlapping work, for ``--no-overlap``."""
+
+    def __init__(self, fn, name: str) -> None:
+        t0 = time.perf_counter()
+        self._error, self._result = None, None
+        try:
+            self._result = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed back by wait(), as Background does
+            self._error = exc
+        self.seconds = time.perf_counter() - t0
+
+    def join(self) -> None:
+        pass
+
+    def wait(self):
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
 def make_kernel(kind: str):
     if kind == "fake":
         from platformd.nodeproxy.fakekernel import FakeKernel
@@ -95,6 +142,22 @@ def _ops(counting: CountingKernel) -> dict:
             "by_method": dict(sorted(counting.counts.items()))}
 
 
+def _busy(inner) -> dict[str, float]:
+    """The inner kernel's time waiting on the kernel by door (LinuxKernel only)."""
+    return dict(getattr(inner, "busy_seconds", None) or {})
+
+
+def _breakdown(result, counting: CountingKernel, busy_before: dict[str, float]) -> dict:
+    """Where one sync's time went: the proxier's steps (wall), the time
+    inside the kernel object per method (our encoding plus the kernel's
+    work) and, with the linux kernel, the part spent waiting on the kernel
+    per door (netlink exchanges, /proc reads, tool runs)."""
+    busy = {door: round(s - busy_before.get(door, 0.0), 4) for door, s in _busy(counting.inner).items()}
+    return {"steps": {name: round(s, 4) for name, s in result.steps},
+            "in_kernel_object": {m: round(s, 4) for m, s in sorted(counting.seconds.items())},
+            "kernel_busy": busy}
+
+
 def bench_size(kind: str, n: int) -> dict:
     t0 = time.perf_counter()
     inner = make_kernel(kind)
@@ -109,10 +172,12 @@ def bench_size(kind: str, n: int) -> dict:
         feed = time.perf_counter() - t0
 
         kernel.reset()
+        busy = _busy(inner)
         t0 = time.perf_counter()
-        proxier.sync()
+        result = proxier.sync()
         initial = time.perf_counter() - t0
         initial_ops = _ops(kernel)
+        initial_breakdown = _breakdown(result, kernel, busy)
 
         # One endpoint of one Service replaced by another address.
         target = n // 2
@@ -131,10 +196,12 @@ def bench_size(kind: str, n: int) -> dict:
         # A forced full reconcile with nothing to repair: the periodic cost.
         proxier._needs_full = True  # noqa: SLF001 - benchmark reaches in on purpose
         kernel.reset()
+        busy = _busy(inner)
         t0 = time.perf_counter()
-        proxier.sync()
+        result = proxier.sync()
         full = time.perf_counter() - t0
         full_ops = _ops(kernel)
+        full_breakdown = _breakdown(result, kernel, busy)
     finally:
         if kind == "linux":
             proxier.cleanup()
@@ -142,8 +209,19 @@ def bench_size(kind: str, n: int) -> dict:
     return {"kernel": kind, "services": n, "endpoints_per_service": ENDPOINTS,
             "kernel_setup_s": round(kernel_setup, 4), "feed_events_s": round(feed, 4),
             "initial_sync_s": round(initial, 4), "initial_ops": initial_ops,
+            "initial_breakdown": initial_breakdown, "full_resync_breakdown": full_breakdown,
             "endpoint_change_s": round(change, 6), "endpoint_change_ops": change_ops,
             "full_resync_s": round(full, 4), "full_resync_ops": full_ops}
+
+
+def _print_breakdown(title: str, b: dict) -> None:
+    def line(parts: dict) -> str:
+        return ", ".join(f"{name} {s:.2f}s" for name, s in parts.items()) or "-"
+    print(f"{title}:")
+    print(f"  proxier steps (wall): {line(b['steps'])}")
+    print(f"  inside the kernel object, by method: {line(b['in_kernel_object'])}")
+    if b["kernel_busy"]:
+        print(f"  of which waiting on the kernel, by door: {line(b['kernel_busy'])}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,10 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernel", choices=("fake", "linux"), default="fake")
     p.add_argument("--sizes", default="1000,5000,10000")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="run the work a sync overlaps (fixed parts, adding addresses) one step after the other")
     args = p.parse_args(argv)
+    if args.no_overlap:
+        import platformd.nodeproxy.proxier as proxier_module
+        proxier_module.Background = _Inline  # the benchmark reaches in on purpose
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
-    print(f"node proxy benchmark, kernel={args.kernel}, {ENDPOINTS} endpoints per Service")
+    print(f"node proxy benchmark, kernel={args.kernel}, {ENDPOINTS} endpoints per Service"
+          + (", no overlap" if args.no_overlap else ""))
     header = (f"{'services':>8}  {'initial sync':>12}  {'ops (writes) trips':>20}  "
               f"{'1 endpoint chg':>14}  {'ops (writes) trips':>18}  {'full resync':>11}  {'ops (writes) trips':>20}")
     print(header)
@@ -174,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
           "and feeding the trackers: {}".format(
               _IMPORTS_S, ", ".join(f"{r['services']}: {r['kernel_setup_s']:.2f}s + {r['feed_events_s']:.2f}s"
                                     for r in results)))
+    for r in results:
+        for label, key in (("initial sync", "initial_breakdown"), ("full resync", "full_resync_breakdown")):
+            _print_breakdown(f"{label} of {r['services']} Services", r[key])
     last = results[-1]
     print(f"one endpoint change with {last['services']} Services: "
           f"{last['endpoint_change_ops']['by_method']}")

@@ -9,26 +9,38 @@ is not counted there), and ``batches`` are calls into the kernel object (one
 ``apply`` is one batch, whatever its size). When the wrapped kernel reports
 ``round_trips`` (``LinuxKernel`` does: netlink sendmsg/recv exchanges plus
 tool runs), :attr:`round_trips` gives the real number since ``reset``.
+
+``seconds`` is the time spent inside the wrapped kernel by method name; an
+``apply`` counts under the name of its ops' method, or of its methods
+joined by ``+`` when it mixes several.
 """
 
 from __future__ import annotations
 
+import operator
+import threading
+import time
 from collections import Counter
 from typing import Any, Sequence
 
 from .kernel import MUTATING_METHODS, READING_METHODS, KernelError, Op
+
+_METHOD = operator.itemgetter(0)  # Op.method
 
 
 class CountingKernel:
     """Delegates every call to ``inner`` and counts it by method name.
 
     ``writes`` / ``reads`` sum the counts of state-changing and reading
-    methods; ``reset()`` starts a new measurement.
+    methods; ``reset()`` starts a new measurement. Counting is thread-safe
+    (the kernel interface allows two threads at once).
     """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()
         self.batches = 0
         self._trips_at_reset = self._inner_trips()
 
@@ -38,6 +50,7 @@ class CountingKernel:
 
     def reset(self) -> None:
         self.counts = Counter()
+        self.seconds = Counter()
         self.batches = 0
         self._trips_at_reset = self._inner_trips()
 
@@ -59,11 +72,21 @@ class CountingKernel:
         return now - self._trips_at_reset
 
     def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
-        for op in ops:
-            self.counts[op.method] += 1
-        if ops:
+        if not ops:
+            return self.inner.apply(ops)
+        methods = set(map(_METHOD, ops))
+        with self._lock:
+            self.counts.update(map(_METHOD, ops))  # in C: this wrapper is inside the benchmark's figures
             self.batches += 1
-        return self.inner.apply(ops)
+        started = time.perf_counter()
+        try:
+            return self.inner.apply(ops)
+        finally:
+            self._add_seconds("+".join(sorted(methods)), time.perf_counter() - started)
+
+    def _add_seconds(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[name] += seconds
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.inner, name)
@@ -71,9 +94,14 @@ class CountingKernel:
             return target
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self.counts[name] += 1
-            self.batches += 1
-            return target(*args, **kwargs)
+            with self._lock:
+                self.counts[name] += 1
+                self.batches += 1
+            started = time.perf_counter()
+            try:
+                return target(*args, **kwargs)
+            finally:
+                self._add_seconds(name, time.perf_counter() - started)
 
         return counted
 

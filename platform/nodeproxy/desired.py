@@ -65,6 +65,9 @@ class DesiredState:
             self._services[service] = new
         if touched is None:
             touched = Touched()
+        if old is EMPTY:
+            self._add(service, new, touched)
+            return touched
         for key in old.virtual.keys() | new.virtual.keys():
             if old.virtual.get(key) == new.virtual.get(key):
                 continue
@@ -81,6 +84,20 @@ class DesiredState:
         _unref(self._entry_refs, old.entries - new.entries, touched.entries)
         _ref(self._entry_refs, new.entries - old.entries, touched.entries)
         return touched
+
+    def _add(self, service: str, new: ServiceState, touched: Touched) -> None:
+        """:meth:`set` for a Service that had no state: nothing to compare
+        with (every Service, in an initial sync)."""
+        touched.virtual.update(new.virtual)
+        owners = self._owners
+        for key in new.virtual:
+            found = owners.get(key)
+            if found is None:
+                owners[key] = {service}
+            else:
+                found.add(service)
+        _ref(self._address_refs, new.addresses, touched.addresses)
+        _ref(self._entry_refs, new.entries, touched.entries)
 
     def virtual(self, key: VSKey) -> tuple[VirtualServer, frozenset[RealServer]] | None:
         owners = self._owners.get(key)

@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import sys
+import threading
 from typing import Any, TextIO
 
 from .fakekernel import FakeKernel
@@ -42,6 +43,9 @@ class DryRunKernel:
     def __init__(self, out: TextIO | None = None, model: FakeKernel | None = None) -> None:
         self.out = out or sys.stdout
         self.model = model or FakeKernel()
+        # The kernel interface lets the dummy link's addresses be applied on
+        # a thread of their own: a batch's lines stay together.
+        self._lock = threading.RLock()
 
     def probe(self, schedulers: Any = ("rr",)) -> None:
         return None  # nothing is needed to print
@@ -59,8 +63,10 @@ class DryRunKernel:
         return tuple(int(n) for n in (nums + ["0", "0", "0"])[:3])  # type: ignore[return-value]
 
     def apply(self, ops: list[Op]) -> list[KernelError | None]:
-        """One printed line per op, as if each were called on its own."""
-        return apply_one_by_one(self, ops)
+        """One printed line per op, as if each were called on its own; the
+        lines of one batch are printed together."""
+        with self._lock:
+            return apply_one_by_one(self, ops)
 
     def ensure_iptables_rules(self, rules: list[tuple[str, str, tuple[str, ...]]]) -> list[bool]:
         """One printed line per rule, as if each were ensured on its own."""
@@ -74,7 +80,8 @@ class DryRunKernel:
         def printed(*args: Any, **kwargs: Any) -> Any:
             brief = name.endswith("_real_server") or name.startswith("delete_")
             parts = [_fmt(a, brief) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
-            print(f"dry-run: {name} {' '.join(parts)}".rstrip(), file=self.out, flush=True)
-            return target(*args, **kwargs)
+            with self._lock:
+                print(f"dry-run: {name} {' '.join(parts)}".rstrip(), file=self.out, flush=True)
+                return target(*args, **kwargs)
 
         return printed

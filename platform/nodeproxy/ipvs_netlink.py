@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import socket
 import struct
+from typing import Iterable
 
 from .kernel import PROTOCOL_NUMBERS, RealServer, RealServerState, VirtualServer
 from .netlink import (
@@ -135,7 +136,8 @@ def fwmark_service(cmd: int, fwmark: int, scheduler: str) -> bytes:
 _NESTED_SERVICE = struct.Struct("=HH")
 _SERVICE_ID = struct.Struct("=HH" "HHH2x" "HHH2x" "HH4s" "HH2s2x")
 _DEST_ID = struct.Struct("=HH" "HH4s" "HH2s2x")
-_DEST_FULL = struct.Struct("=HH" "HH4s" "HH2s2x" "HHI" "HHI" "HHI" "HHI")
+_DEST_SETTINGS = struct.Struct("=HHI" "HHI" "HHI" "HHI")
+_DEST_FULL = struct.Struct(_DEST_ID.format + _DEST_SETTINGS.format[1:])  # the nest's full length
 
 
 @functools.lru_cache(maxsize=65536)
@@ -148,14 +150,40 @@ def _service_nest(protocol: str, address: str, port: int) -> bytes:
 
 def dest(cmd: int, vs: VirtualServer, rs: RealServer) -> bytes:
     """NEW/SET (masquerade, weight, no thresholds) or DEL of one real server."""
-    head = _GENL[cmd] + _service_nest(vs.protocol, vs.address, vs.port)
-    addr, port = socket.inet_aton(rs.address), rs.port.to_bytes(2, "big")
-    if cmd in (CMD_NEW_DEST, CMD_SET_DEST):
-        return head + _DEST_FULL.pack(_DEST_FULL.size, CMD_ATTR_DEST | NLA_F_NESTED, 8, DEST_ADDR, addr,
-                                      6, DEST_PORT, port, 8, DEST_FWD_METHOD, CONN_F_MASQ,
-                                      8, DEST_WEIGHT, rs.weight, 8, DEST_U_THRESH, 0, 8, DEST_L_THRESH, 0)
-    return head + _DEST_ID.pack(_DEST_ID.size, CMD_ATTR_DEST | NLA_F_NESTED, 8, DEST_ADDR, addr,
-                                6, DEST_PORT, port)
+    return dests(cmd, ((vs, rs),))[0]
+
+
+def dests(cmd: int, pairs: Iterable[tuple[VirtualServer, RealServer]]) -> list[bytes]:
+    """:func:`dest` of each ``(vs, rs)``: the encoding of a sync's tens of
+    thousands of real servers, in one loop with what they share built once
+    (the service part per virtual server, the settings per weight)."""
+    full = cmd in (CMD_NEW_DEST, CMD_SET_DEST)
+    size = _DEST_FULL.size if full else _DEST_ID.size
+    pack, aton, nest = _DEST_ID.pack, socket.inet_aton, CMD_ATTR_DEST | NLA_F_NESTED
+    payloads = []
+    last: VirtualServer | None = None
+    head = b""
+    for vs, (address, port, weight) in pairs:
+        if vs is not last:
+            head, last = _dest_head(cmd, vs[0], vs[1], vs[2]), vs  # (protocol, address, port): vs.key
+        ident = pack(size, nest, 8, DEST_ADDR, aton(address), 6, DEST_PORT, port.to_bytes(2, "big"))
+        payloads.append(head + ident + _dest_settings(weight) if full else head + ident)
+    return payloads
+
+
+@functools.lru_cache(maxsize=65536)
+def _dest_head(cmd: int, protocol: str, address: str, port: int) -> bytes:
+    """The genetlink header and the service's identity nest: the same for
+    every real server of one virtual server, so built once per service."""
+    return _GENL[cmd] + _service_nest(protocol, address, port)
+
+
+@functools.lru_cache(maxsize=256)
+def _dest_settings(weight: int) -> bytes:
+    """FWD_METHOD (masquerade), WEIGHT, U_THRESH, L_THRESH: inside the dest
+    nest, after its identity (the nest's length counts them)."""
+    return _DEST_SETTINGS.pack(8, DEST_FWD_METHOD, CONN_F_MASQ, 8, DEST_WEIGHT, weight,
+                               8, DEST_U_THRESH, 0, 8, DEST_L_THRESH, 0)
 
 
 def get_dests(vs: VirtualServer) -> bytes:

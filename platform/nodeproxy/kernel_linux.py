@@ -37,13 +37,15 @@ sending a delete, untyped timeout attributes, ipset port members needing
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import re
 import shlex
 import socket
 import struct
 import subprocess
-from functools import partial
+import time
+from itertools import groupby
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -111,11 +113,14 @@ _IPSET_METHODS = {"add_ipset_entry": ipsetnl.CMD_ADD, "delete_ipset_entry": ipse
 _IPVS, _ADDRESS, _IPSET = "ipvs", "address", "ipset"
 _KINDS = {**dict.fromkeys(_IPVS_METHODS, _IPVS), **dict.fromkeys(_ADDRESS_METHODS, _ADDRESS),
           **dict.fromkeys(_IPSET_METHODS, _IPSET)}
-# method -> the payload of its op's arguments.
-_IPVS_ENCODERS = {
-    method: (partial(ipvsnl.service, cmd) if method.endswith("_virtual_server") else partial(ipvsnl.dest, cmd))
-    for method, cmd in _IPVS_METHODS.items()
-}
+_METHOD = operator.itemgetter(0)  # Op.method
+
+
+def _kind(op: Op) -> str:
+    return _KINDS[op[0]]
+
+
+_DEST_COMMANDS = {method: cmd for method, cmd in _IPVS_METHODS.items() if method.endswith("_real_server")}
 
 _SYSCTL_ROOT = Path("/proc/sys")
 _PROC_IP_VS = Path("/proc/thread-self/net/ip_vs")
@@ -192,11 +197,13 @@ class LinuxKernel:
     while the tools (iptables, conntrack), /proc and /proc/sys follow the
     calling thread: use one instance from one namespace.
     ``module_loader`` loads one kernel module by name and says whether it
-    worked (default :func:`modprobe`). Not thread-safe (the proxier
-    serialises its calls, as the interface says).
+    worked (default :func:`modprobe`). Thread-safe exactly as far as the
+    interface allows: address ops go through the rtnetlink socket only, so
+    an :meth:`apply` of them may run alongside calls that use the IPVS and
+    ipset sockets or the tools; anything else must not overlap.
 
     ``round_trips`` counts exchanges with the kernel: netlink round trips
-    and tool runs.
+    and tool runs; :attr:`busy_seconds` the time they took.
     """
 
     def __init__(self, *, module_loader: Callable[[str], bool] = modprobe,
@@ -211,11 +218,26 @@ class LinuxKernel:
         self._set_types: dict[str, str] = {}  # ipset name -> type, see _set_type_cached
         self._revisions: dict[tuple[str, int], int] = {}  # (set type, family) -> highest revision
         self._other_trips = 0
+        self._tool_seconds = 0.0
+        self._proc_seconds = 0.0
 
     @property
     def round_trips(self) -> int:
         lean = sum(s.round_trips for s in (self._ipvs, self._rtnl, self._nfnl) if s is not None)
         return lean + self._other_trips
+
+    @property
+    def busy_seconds(self) -> dict[str, float]:
+        """Seconds spent so far waiting on the kernel, by door: ``ipvs``
+        (generic netlink and ``/proc/net/ip_vs``), ``rtnetlink`` (the dummy
+        link and its addresses), ``ipset`` (nfnetlink) and ``tools``
+        (iptables, conntrack). What is left of a call's time is this
+        module's Python (encoding, decoding). For the benchmark's breakdown.
+        """
+        def busy(sock: NetlinkSocket | None) -> float:
+            return sock.busy_seconds if sock is not None else 0.0
+        return {"ipvs": busy(self._ipvs) + self._proc_seconds, "rtnetlink": busy(self._rtnl),
+                "ipset": busy(self._nfnl), "tools": self._tool_seconds}
 
     # -- sockets ----------------------------------------------------------------
     def _ipvs_socket(self) -> NetlinkSocket:
@@ -289,21 +311,14 @@ class LinuxKernel:
         """Runs of consecutive ops of one kind (IPVS, addresses, ipset members)
         each go to their socket as one batch, in order."""
         results: list[KernelError | None] = []
-        kinds = [_KINDS[op[0]] for op in ops]
-        start = 0
-        while start < len(ops):
-            kind = kinds[start]
-            end = start + 1
-            while end < len(ops) and kinds[end] == kind:
-                end += 1
-            run = ops[start:end]
+        for kind, run in groupby(ops, key=_kind):
+            run = list(run)
             if kind == _IPVS:
                 results += self._apply_ipvs(run)
             elif kind == _ADDRESS:
                 results += self._apply_addresses(run)
             else:
                 results += self._apply_ipset(run)
-            start = end
         return results
 
     def _one(self, op: Op) -> None:
@@ -314,7 +329,14 @@ class LinuxKernel:
     def _apply_ipvs(self, ops: Sequence[Op]) -> list[KernelError | None]:
         sock = self._ipvs_socket()
         family = self._ipvs_family
-        requests = [(family, 0, _IPVS_ENCODERS[method](*args)) for method, args in ops]
+        requests: list[tuple[int, int, bytes]] = []
+        for method, run in groupby(ops, key=_METHOD):
+            if method in _DEST_COMMANDS:  # the many: encoded in one go
+                payloads = ipvsnl.dests(_DEST_COMMANDS[method], [args for _method, args in run])
+            else:  # virtual servers
+                cmd = _IPVS_METHODS[method]
+                payloads = [ipvsnl.service(cmd, vs) for _method, (vs,) in run]
+            requests += [(family, 0, payload) for payload in payloads]
         codes = _batch(sock, requests)
         if not any(codes):
             return [None] * len(ops)
@@ -384,10 +406,13 @@ class LinuxKernel:
 
     def list_ipvs(self) -> dict[VirtualServer, list[RealServerState]]:
         services = self.list_virtual_servers()
+        started = time.perf_counter()
         try:
             text = _PROC_IP_VS.read_text()
         except OSError:
             return {vs: self.list_real_servers(vs) for vs in services}
+        finally:
+            self._proc_seconds += time.perf_counter() - started
         dests = ipvsnl.parse_proc_dests(text)
         return {vs: sorted(dests.get(vs.key, ()), key=lambda s: s.server.key) for vs in services}
 
@@ -595,12 +620,15 @@ class LinuxKernel:
     # -- iptables ------------------------------------------------------------------
     def _run(self, argv: list[str], what: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         self._other_trips += 1
+        started = time.perf_counter()
         try:
             return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60)
         except FileNotFoundError as exc:
             raise KernelError(f"{what}: {argv[0]} is not installed", errno.ENOENT) from exc
         except subprocess.TimeoutExpired as exc:
             raise KernelError(f"{what}: {argv[0]} timed out", errno.ETIMEDOUT) from exc
+        finally:
+            self._tool_seconds += time.perf_counter() - started
 
     def restore_iptables(self, text: str) -> None:
         text = _flush_before_delete(text)

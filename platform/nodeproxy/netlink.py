@@ -43,6 +43,7 @@ import errno as _errno
 import os
 import socket
 import struct
+import time
 from typing import Iterable, Iterator, Sequence
 
 NETLINK_ROUTE = 0
@@ -176,7 +177,11 @@ class NetlinkSocket:
     """One netlink socket of ``protocol``; see the module docstring for the contract.
 
     ``round_trips`` counts sendmsg calls (each followed by reading all its
-    answers), for the benchmark's "netlink round trips".
+    answers), for the benchmark's "netlink round trips". ``busy_seconds``
+    sums the time spent in those exchanges, from sending to the last answer
+    read: the kernel does the work of a request inside the ``send`` (and a
+    dump's inside the ``recv``), so this is the kernel's share of the cost,
+    apart from the Python that encoded the messages.
     """
 
     def __init__(self, protocol: int) -> None:
@@ -197,6 +202,7 @@ class NetlinkSocket:
         self._buf = bytearray(_RECV_BUFFER)
         self._buf_view = memoryview(self._buf)
         self.round_trips = 0
+        self.busy_seconds = 0.0
 
     def close(self) -> None:
         self._sock.close()
@@ -250,15 +256,20 @@ class NetlinkSocket:
         kind, flags, payload = requests[end - 1]
         parts.append(pack(hdr + len(payload), kind, NLM_F_REQUEST | NLM_F_ACK | flags, self._seq, 0) + payload)
         last_seq = self._seq
+        data = b"".join(parts)
         self.round_trips += 1
-        self._sock.send(b"".join(parts))
-        while True:
-            for kind, _flags, seq, payload in self._receive():
-                if kind != NLMSG_ERROR or not first <= seq <= last_seq:
-                    continue  # a stale answer of an earlier, abandoned exchange
-                results[start + seq - first] = -struct.unpack_from("=i", payload)[0]
-                if seq == last_seq:
-                    return
+        started = time.perf_counter()
+        try:
+            self._sock.send(data)
+            while True:
+                for kind, _flags, seq, payload in self._receive():
+                    if kind != NLMSG_ERROR or not first <= seq <= last_seq:
+                        continue  # a stale answer of an earlier, abandoned exchange
+                    results[start + seq - first] = -struct.unpack_from("=i", payload)[0]
+                    if seq == last_seq:
+                        return
+        finally:
+            self.busy_seconds += time.perf_counter() - started
 
     # -- dumps and single requests ------------------------------------------------------
     def dump(self, kind: int, payload: bytes) -> list[memoryview]:
@@ -275,22 +286,26 @@ class NetlinkSocket:
     def _exchange(self, kind: int, flags: int, payload: bytes, until_done: bool) -> list[memoryview]:
         seq = self._next_seq()
         self.round_trips += 1
-        self._sock.send(self.message(kind, flags, seq, payload))
-        answers: list[memoryview] = []
-        while True:
-            for mtype, mflags, mseq, body in self._receive():
-                if mseq != seq:
-                    continue
-                if mtype == NLMSG_ERROR:
-                    code = -struct.unpack_from("=i", body)[0]
-                    if code:
-                        raise NetlinkError(code, _strerror(code))
-                    if not until_done:
+        started = time.perf_counter()
+        try:
+            self._sock.send(self.message(kind, flags, seq, payload))
+            answers: list[memoryview] = []
+            while True:
+                for mtype, mflags, mseq, body in self._receive():
+                    if mseq != seq:
+                        continue
+                    if mtype == NLMSG_ERROR:
+                        code = -struct.unpack_from("=i", body)[0]
+                        if code:
+                            raise NetlinkError(code, _strerror(code))
+                        if not until_done:
+                            return answers
+                    elif mtype == NLMSG_DONE:
                         return answers
-                elif mtype == NLMSG_DONE:
-                    return answers
-                else:
-                    answers.append(body)
+                    else:
+                        answers.append(body)
+        finally:
+            self.busy_seconds += time.perf_counter() - started
 
     def _receive(self) -> Iterable[tuple[int, int, int, memoryview]]:
         """The messages of one datagram (blocking)."""

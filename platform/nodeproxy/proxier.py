@@ -25,6 +25,13 @@ real servers, plus rare follow-ups; a full sync reads IPVS with one
 ``list_ipvs``. So the number of kernel round trips does not grow with the
 number of Services (the operations themselves do).
 
+Two kinds of work run on threads of their own (:mod:`.background`), each
+waited for before the sync goes on past it: a full sync's fixed parts
+(dummy link, ipsets, iptables) while the Services are translated, and
+adding addresses to the dummy link while ipset members and real servers
+are applied (see :meth:`Proxier._apply` for why that order is safe). The
+kernel allows exactly that overlap (``kernel.py``, thread-safety).
+
 Invariants: ``_applied`` only ever records what the kernel confirmed (it is
 updated from each operation's result), so a failure midway leaves it true;
 the failure is raised to the runner (which retries) and forces the next sync
@@ -43,11 +50,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from platformd.common.clock import REAL_CLOCK, Clock
 
 from . import iptables, ipsets, sysctls
+from .background import Background
 from .changetracker import EndpointSliceChangeTracker, ServiceChangeTracker
 from .cleanup import remove_everything
 from .desired import DesiredState, Entry, Touched, VSKey
@@ -87,9 +96,14 @@ class AppliedState:
 
 @dataclass(frozen=True)
 class SyncResult:
+    """One sync's outcome. ``steps`` is the wall time of each of its named
+    steps, in the order they ran (see :class:`_Steps`), for the logs and the
+    benchmark's breakdown."""
+
     full: bool
     services_changed: int
     duration: float
+    steps: tuple[tuple[str, float], ...] = ()
 
 
 def node_addresses(node: dict | None) -> tuple[str, ...]:
@@ -115,8 +129,15 @@ class Proxier:
         self.metrics = metrics or Metrics()
         self.health = health or ProxierHealth(2 * opts.sync_period, clock)
         self.graceful = GracefulTerminationManager(kernel, clock, opts.graceful_timeout)
-        self.services = ServiceChangeTracker(self.metrics.service_changes_pending.set)
-        self.slices = EndpointSliceChangeTracker(self.metrics.endpoint_changes_pending.set)
+        self.services = ServiceChangeTracker()
+        self.slices = EndpointSliceChangeTracker()
+        # Read when scraped rather than set on every event: the handlers run
+        # once per Service and EndpointSlice at start (20,000 calls for
+        # 10,000 Services), and each gauge update takes a lock.
+        self.metrics.service_changes_pending.set_function(self.services.pending)
+        self.metrics.endpoint_changes_pending.set_function(self.slices.pending)
+        self._last_queued_wall = 0.0
+        self.metrics.last_queued.set_function(lambda: self._last_queued_wall)
         self._trigger: Callable[[], None] = lambda: None
         self._node_lock = threading.Lock()
         self._node: dict | None = None
@@ -129,6 +150,7 @@ class Proxier:
         self._applied = AppliedState()
         self._needs_full = True
         self._last_full: float | None = None
+        self._steps = _Steps(0.0)
         self.last_result: SyncResult | None = None
         # Published by each successful sync (one assignment), read by /status.
         self._status: dict = {"last_sync_time": None, "last_sync_duration_seconds": None,
@@ -158,7 +180,7 @@ class Proxier:
 
     def _queued(self) -> None:
         self.health.queued()
-        self.metrics.last_queued.set(self.clock.wall())
+        self._last_queued_wall = self.clock.wall()
         self._trigger()
 
     # -- set-up ------------------------------------------------------------------
@@ -176,17 +198,32 @@ class Proxier:
     def _sync(self) -> SyncResult:
         start = self.clock.monotonic()
         t0 = time.perf_counter()
-        changed, trigger_times = self._take_changes()
-        touched = self._update_desired(changed)
+        self._steps = _Steps(t0)
         full = self._full_due(start)
+        # The fixed parts (dummy link, ipsets, iptables) need no Service: a
+        # full sync sets them up on a thread of its own while the Services
+        # are translated. Both take ~10 s in an initial sync of 10,000
+        # Services in the test VM; the first mostly waits on tools and the
+        # kernel, the second is Python.
+        base = Background(self._ensure_base, "nodeproxy-base") if full else None
         try:
-            if full:
-                self._full_sync()
+            changed, trigger_times = self._take_changes()
+            self._steps.done("changes")
+            touched = self._update_desired(changed)
+            self._steps.done("translate")
+        except BaseException:
+            if base is not None:
+                base.join()  # never leave it running into the next sync
+            raise
+        try:
+            if base is not None:
+                self._full_sync(base)
                 self._last_full, self._needs_full = start, False
             else:
                 self._apply(touched)
             if len(self.graceful):
                 self.graceful.process()
+                self._steps.done("graceful termination")
         except Exception:
             # Whatever failed, _applied may now be behind the kernel: compare
             # everything next time.
@@ -195,7 +232,7 @@ class Proxier:
             raise
         duration = time.perf_counter() - t0
         self._record(start, full, duration, trigger_times)
-        self.last_result = SyncResult(full, len(changed), duration)
+        self.last_result = SyncResult(full, len(changed), duration, tuple(self._steps.seconds.items()))
         return self.last_result
 
     def _update_desired(self, changed: set[str]) -> Touched:
@@ -277,10 +314,14 @@ class Proxier:
                 self._status["real_servers"], self._status["terminating_real_servers"])
 
     # -- full sync -------------------------------------------------------------------
-    def _full_sync(self) -> None:
-        """Ensure the fixed parts, read the kernel's actual state, and compare everything."""
-        self._ensure_base()
+    def _full_sync(self, base: Background[None]) -> None:
+        """Wait for the fixed parts (``base``: :meth:`_ensure_base`), read the
+        kernel's actual state, and compare everything."""
+        base.wait()
+        self._steps.done("base (waited for)")
+        self._steps.alongside("base", base.seconds)
         self._applied = self._read_kernel()
+        self._steps.done("read kernel")
         touched = self._desired.everything()
         touched.virtual |= set(self._applied.virtual)
         touched.addresses |= self._applied.addresses
@@ -331,28 +372,53 @@ class Proxier:
     # (under the test VM's emulation each Python object costs ~25 times
     # what it costs on the host).
     def _apply(self, touched: Touched) -> None:
-        self._apply_addresses(sorted(touched.addresses))
-        self._apply_entries(_sorted_entries(touched.entries))
+        # An address on the dummy link without its virtual server hands the
+        # Service's traffic to the node's own sockets, while a virtual server
+        # without its address receives nothing (IPVS sees only packets for
+        # local addresses). So addresses go first when deleted and last when
+        # added, as kube-proxy orders them. Adding them is the slow part of a
+        # big sync (the kernel walks the link's whole address list per
+        # insert, under RTNL): it runs on a thread of its own while the ipset
+        # members and real servers, behind other kernel locks, are applied.
+        adding, dropping = _member_changes(sorted(touched.addresses), self._applied.addresses,
+                                           self._desired.has_address)
+        if dropping:
+            self._apply_addresses([], dropping)
+            self._steps.done("addresses deleted")
         keys = sorted(touched.virtual)
         self._apply_virtuals(keys)
-        self._apply_reals(keys)
+        self._steps.done("virtual servers")
+        lane = Background(partial(self._apply_addresses, adding, []), "nodeproxy-addresses") if adding else None
+        try:
+            self._apply_entries(_sorted_entries(touched.entries))
+            self._steps.done("ipset members")
+            self._apply_reals(keys)
+            self._steps.done("real servers")
+        except BaseException:
+            if lane is not None:
+                lane.join()  # its outcome is recorded in _applied; this error wins
+            raise
+        if lane is not None:
+            lane.wait()
+            self._steps.done("addresses added (waited for)")
+            self._steps.alongside("addresses added", lane.seconds)
 
-    def _apply_addresses(self, addresses: list[str]) -> None:
-        self._apply_members(addresses, self._applied.addresses, self._desired.has_address,
-                            "add_address", "delete_address", lambda address: (DUMMY_LINK, address))
+    def _apply_addresses(self, adding: list[str], dropping: list[str]) -> None:
+        self._apply_members(adding, dropping, self._applied.addresses, "add_address", "delete_address",
+                            lambda addresses: [(DUMMY_LINK, address) for address in addresses])
 
     def _apply_entries(self, entries: list[Entry]) -> None:
-        self._apply_members(entries, self._applied.entries, self._desired.has_entry,
-                            "add_ipset_entry", "delete_ipset_entry", lambda entry: entry)
+        adding, dropping = _member_changes(entries, self._applied.entries, self._desired.has_entry)
+        self._apply_members(adding, dropping, self._applied.entries,
+                            "add_ipset_entry", "delete_ipset_entry", lambda entries: entries)
 
-    def _apply_members(self, items: list, applied: set, wanted: Callable[[object], bool],
-                       add: str, delete: str, args: Callable[[object], tuple]) -> None:
-        """Add the wanted ``items`` missing from ``applied``, delete the
-        unwanted ones in it, and record what the kernel confirmed ("exists"
-        on add and "missing" on delete mean it already is as wanted)."""
-        adding = [i for i in items if i not in applied and wanted(i)]
-        dropping = [i for i in items if i in applied and not wanted(i)]
-        results = self._kernel_apply([Op(add, args(i)) for i in adding] + [Op(delete, args(i)) for i in dropping])
+    def _apply_members(self, adding: list, dropping: list, applied: set,
+                       add: str, delete: str, args: Callable[[list], list[tuple]]) -> None:
+        """Add ``adding`` and delete ``dropping`` (``args`` makes the ops'
+        arguments of a list of them), and record in ``applied`` what the
+        kernel confirmed ("exists" on add and "missing" on delete mean it
+        already is as wanted)."""
+        results = self._kernel_apply(Op.each(add, args(adding)) + Op.each(delete, args(dropping)))
         failures = _Failures()
         for item, error in zip(adding, results):
             if error is None or isinstance(error, Exists):
@@ -367,23 +433,25 @@ class Proxier:
         failures.raise_first()
 
     def _apply_virtuals(self, keys: list[VSKey]) -> None:
-        ops: list[Op] = []
-        todo: list[tuple[str, VirtualServer]] = []  # ("add"|"update"|"delete", server), as ops
+        adds: list[VirtualServer] = []
+        updates: list[VirtualServer] = []
+        deletes: list[VirtualServer] = []
+        applied, desired = self._applied.virtual, self._desired
         for key in keys:
-            wanted = self._desired.virtual(key)
-            have = self._applied.virtual.get(key)
+            wanted = desired.virtual(key)
+            have = applied.get(key)
             if wanted is None:
                 if have is not None:
-                    ops.append(Op("delete_virtual_server", (have,)))
-                    todo.append(("delete", have))
-                continue
-            vs = wanted[0]
-            if have is None:
-                ops.append(Op("add_virtual_server", (vs,)))
-                todo.append(("add", vs))
-            elif have != vs:
-                ops.append(Op("update_virtual_server", (vs,)))
-                todo.append(("update", vs))
+                    deletes.append(have)
+            elif have is None:
+                adds.append(wanted[0])
+            elif have != wanted[0]:
+                updates.append(wanted[0])
+        ops = (Op.each("add_virtual_server", [(vs,) for vs in adds])
+               + Op.each("update_virtual_server", [(vs,) for vs in updates])
+               + Op.each("delete_virtual_server", [(vs,) for vs in deletes]))
+        # ("add"|"update"|"delete", server), as ops
+        todo = [("add", vs) for vs in adds] + [("update", vs) for vs in updates] + [("delete", vs) for vs in deletes]
         adopt: list[VirtualServer] = []  # exists already (ours from a previous run)
         again: list[VirtualServer] = []  # deleted behind our back: add it afresh
         failures = _Failures()
@@ -432,14 +500,14 @@ class Proxier:
         self.graceful.forget_virtual(vs)
 
     def _apply_reals(self, keys: list[VSKey]) -> None:
-        ops: list[Op] = []
-        todo: list[_RealChange] = []
+        changes = _RealChanges()
         for key in keys:
             wanted = self._desired.virtual(key)
             if wanted is None or key not in self._applied.virtual:
                 continue
             vs, reals = wanted
-            self._real_changes(vs, reals, ops, todo)
+            self._real_changes(vs, reals, changes)
+        ops, todo = changes.ops()
         retry_ops: list[Op] = []
         retry: list[_RealChange] = []
         self._record_reals(todo, self._kernel_apply(ops), retry_ops, retry)
@@ -447,23 +515,23 @@ class Proxier:
         # behind our back): the other of add / set weight, once.
         self._record_reals(retry, self._kernel_apply(retry_ops), None, None)
 
-    def _real_changes(self, vs: VirtualServer, reals: frozenset[RealServer],
-                      ops: list[Op], todo: list[_RealChange]) -> None:
-        """Append the ops that bring ``vs``'s real servers to ``reals``; real
-        servers to remove go to graceful termination at once."""
+    def _real_changes(self, vs: VirtualServer, reals: frozenset[RealServer], changes: "_RealChanges") -> None:
+        """Add to ``changes`` what brings ``vs``'s real servers to ``reals``;
+        real servers to remove go to graceful termination at once."""
         current = self._applied.reals[vs.key]
-        wanted = {(rs.address, rs.port): rs for rs in reals}
-        if vs.protocol == UDP and wanted and not current:
+        if vs.protocol == UDP and reals and not current:
             # While a UDP service had no endpoints, clients' packets created
             # conntrack entries that lead nowhere; they would outlive the new
             # endpoints, so clear them (kube-proxy does the same).
             clear_conntrack(self.kernel, vs, None)
         terminating = len(self.graceful) > 0
         if not current and not terminating:  # a new virtual server: add them all
-            for rkey in sorted(wanted):
-                ops.append(Op("add_real_server", (vs, wanted[rkey])))
-                todo.append((True, vs, wanted[rkey], current))
+            # Sorted as RealServer tuples = by key, as the keys are unique.
+            adds = changes.adds
+            for rs in sorted(reals):
+                adds.append((True, vs, rs, current))
             return
+        wanted = {(rs.address, rs.port): rs for rs in reals}
         gone = current.keys() - wanted.keys()
         if gone:
             self.graceful.remove_all(vs, [current.pop(rkey) for rkey in sorted(gone)])
@@ -472,13 +540,11 @@ class Proxier:
             rs = wanted[rkey]
             have = current.get(rkey)
             if have is None and not (terminating and self.graceful.cancel(vs, rkey)):
-                ops.append(Op("add_real_server", (vs, rs)))
-                todo.append((True, vs, rs, current))
+                changes.adds.append((True, vs, rs, current))
             elif have is None or have.weight != rs.weight:
                 # Back from graceful termination, or a new weight: set it,
                 # adding it when it vanished meanwhile.
-                ops.append(Op("update_real_server", (vs, rs)))
-                todo.append((False, vs, rs, current))
+                changes.updates.append((False, vs, rs, current))
 
     @staticmethod
     def _record_reals(todo: list[_RealChange], results: list[KernelError | None],
@@ -530,6 +596,42 @@ def _gc_paused():
 _RealChange = tuple[bool, VirtualServer, RealServer, dict]
 
 
+class _RealChanges:
+    """The real-server changes of one sync: additions, then weight updates."""
+
+    __slots__ = ("adds", "updates")
+
+    def __init__(self) -> None:
+        self.adds: list[_RealChange] = []
+        self.updates: list[_RealChange] = []
+
+    def ops(self) -> tuple[list[Op], list[_RealChange]]:
+        """The ops, and the change each one makes (same order)."""
+        ops = (Op.each("add_real_server", [(vs, rs) for _adding, vs, rs, _current in self.adds])
+               + Op.each("update_real_server", [(vs, rs) for _adding, vs, rs, _current in self.updates]))
+        return ops, self.adds + self.updates
+
+
+class _Steps:
+    """Wall time per named step of one sync: ``done(name)`` charges the
+    time since the previous step ended (or ``started``) to ``name``."""
+
+    __slots__ = ("seconds", "_last")
+
+    def __init__(self, started: float) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = started
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._last
+        self._last = now
+
+    def alongside(self, name: str, seconds: float) -> None:
+        """Record a step that ran on another thread, overlapping the others."""
+        self.seconds[f"{name} (alongside)"] = self.seconds.get(f"{name} (alongside)", 0.0) + seconds
+
+
 class _Failures:
     """The first error no step tolerated or handled; raised once every
     outcome of the batch has been recorded."""
@@ -546,6 +648,12 @@ class _Failures:
     def raise_first(self) -> None:
         if self.first is not None:
             raise self.first
+
+
+def _member_changes(items: list, applied: set, wanted: Callable[[object], bool]) -> tuple[list, list]:
+    """(the wanted ``items`` missing from ``applied``, the unwanted ones in it), in order."""
+    return ([i for i in items if i not in applied and wanted(i)],
+            [i for i in items if i in applied and not wanted(i)])
 
 
 def _sorted_entries(entries: set[Entry]) -> list[Entry]:

@@ -92,9 +92,19 @@ def test_counting_counts_logical_ops_and_batches():
     k.list_real_servers(VS)
     assert dict(k.counts) == {"add_virtual_server": 1, "add_real_server": 2, "list_real_servers": 1}
     assert (k.writes, k.reads, k.batches, k.round_trips) == (3, 1, 2, 2)
+    # time inside the kernel, per method; a mixed batch under its methods joined
+    assert set(k.seconds) == {"add_real_server+add_virtual_server", "list_real_servers"}
     k.reset()
     k.apply([])
-    assert (k.batches, sum(k.counts.values())) == (0, 0)
+    assert (k.batches, sum(k.counts.values()), dict(k.seconds)) == (0, 0, {})
+
+
+def test_op_each_checks_the_method_once_and_builds_equal_ops():
+    assert Op.each("add_real_server", [(VS, RS1), (VS, RS2)]) == [Op("add_real_server", (VS, RS1)),
+                                                                  Op("add_real_server", (VS, RS2))]
+    assert all(type(op) is Op for op in Op.each("add_virtual_server", [(VS,)]))
+    with pytest.raises(ValueError):
+        Op.each("flush_ipset", [("KUBE-X",)])
 
 
 # -- codecs -------------------------------------------------------------------------
