@@ -25,6 +25,8 @@ care.
 from __future__ import annotations
 
 import enum
+import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -570,17 +572,12 @@ class Configuration:
     default_certificate: str | None = None
 
     def __post_init__(self) -> None:
-        _set(self, "servers", _unique_sorted(self.servers, lambda s: s.hostname, "servers"))
-        _set(self, "backends", _unique_sorted(self.backends, lambda b: b.name, "backends"))
-        _set(self, "certificates", _unique_sorted(self.certificates, lambda c: c.id, "certificates"))
-        names: dict[str, str] = {}
-        for server in self.servers:
-            for name in server.names:
-                if name in names:
-                    raise v.ValidationError(
-                        f"server[{server.hostname}].aliases", name, f"already served by server[{names[name]}]"
-                    )
-                names[name] = server.hostname
+        _set(self, "servers", _unique_sorted(self.servers, _HOSTNAME, "servers"))
+        _set(self, "backends", _unique_sorted(self.backends, _NAME, "backends"))
+        _set(self, "certificates", _unique_sorted(self.certificates, _ID, "certificates"))
+        if self.servers is not _names_checked[0]:
+            _check_names(self.servers)
+            _names_checked[0] = self.servers
         if self.default_backend is not None:
             v.backend_name("default_backend", self.default_backend)
         _set(self, "default_server_locations",
@@ -595,10 +592,31 @@ class Configuration:
         return None
 
 
+_HOSTNAME = operator.attrgetter("hostname")
+_NAME = operator.attrgetter("name")
+_ID = operator.attrgetter("id")
+
+# The last servers tuple whose names were checked. ``replace`` of a
+# Configuration (an endpoint change, at 20 ms a time at 10,000 Ingresses
+# before this) keeps the tuple, and a tuple never changes, so its check stands.
+_names_checked: list[tuple | None] = [None]
+
+
+def _check_names(servers: tuple[Server, ...]) -> None:
+    names: dict[str, str] = {}
+    for server in servers:
+        for name in server.names:
+            if name in names:
+                raise v.ValidationError(
+                    f"server[{server.hostname}].aliases", name, f"already served by server[{names[name]}]"
+                )
+            names[name] = server.hostname
+
+
 def _unique_sorted(items: Iterable, key, field_name: str) -> tuple:
     if isinstance(items, tuple):
-        keys = [key(item) for item in items]
-        if all(a < b for a, b in zip(keys, keys[1:])):
+        keys = list(map(key, items))
+        if all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
             # Already canonical (a ``replace`` of a Configuration): keep the
             # tuple itself, which caches keyed by identity rely on.
             return items

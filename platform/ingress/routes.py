@@ -32,6 +32,8 @@ sent in their canonical form (``model.prefix_base``).
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +106,8 @@ class _Memo:
         self._settings: GlobalSettings | None = None
         self._payload: tuple[tuple[_Host, ...], frozenset[str], GlobalSettings, dict[str, Any]] | None = None
         self._last: tuple[tuple[Server, ...], GlobalSettings, tuple[_Host, ...]] | None = None
-        self._hooks: dict[int, tuple[Backend, bool]] = {}
+        # The last backends tuple asked about, whether each needs hooks, and the names that do.
+        self._hooks: tuple[tuple[Backend, ...], list[bool], frozenset[str]] | None = None
 
     def candidates(self, config: Configuration) -> tuple[_Host, ...]:
         with self._lock:
@@ -129,19 +132,33 @@ class _Memo:
         return candidates
 
     def hooked(self, backends: tuple[Backend, ...]) -> frozenset[str]:
-        """Names of ``backends`` needing Lua hooks, by Backend object (an
-        endpoint change replaces a few Backends and leaves their hooks)."""
+        """Names of ``backends`` needing Lua hooks. An endpoint change replaces
+        a few Backend objects in place in a tuple of 20,000: only the positions
+        holding other objects than last time are looked at (found in C)."""
         with self._lock:
-            known = self._hooks
-        hooks: dict[int, tuple[Backend, bool]] = {}
-        for backend in backends:
-            hit = known.get(id(backend))
-            if hit is None or hit[0] is not backend:
-                hit = (backend, view.needs_lua_hooks(backend))
-            hooks[id(backend)] = hit
+            last = self._hooks
+        if last is not None and len(last[0]) == len(backends):
+            previous, needs, names = last
+            changed = list(itertools.compress(itertools.count(), map(operator.is_not, previous, backends)))
+            if len(changed) * 4 < len(backends):
+                needs = list(needs)
+                same = True
+                for i in changed:
+                    need = view.needs_lua_hooks(backends[i])
+                    same = same and need == needs[i] and (not need or backends[i].name == previous[i].name)
+                    needs[i] = need
+                if not same:
+                    names = frozenset(b.name for b, need in zip(backends, needs) if need)
+                self._remember_hooks((backends, needs, names))
+                return names
+        needs = [view.needs_lua_hooks(b) for b in backends]
+        names = frozenset(b.name for b, need in zip(backends, needs) if need)
+        self._remember_hooks((backends, needs, names))
+        return names
+
+    def _remember_hooks(self, hooks: tuple[tuple[Backend, ...], list[bool], frozenset[str]]) -> None:
         with self._lock:
             self._hooks = hooks
-        return frozenset(backend.name for backend, needs in hooks.values() if needs)
 
     def payload(self, candidates: tuple[_Host, ...], hooked: frozenset[str],
                 settings: GlobalSettings) -> dict[str, Any]:
@@ -149,7 +166,7 @@ class _Memo:
             cached = self._payload
         if (cached is not None and cached[1] == hooked and len(cached[0]) == len(candidates)
                 and (cached[2] is settings or cached[2] == settings)
-                and all(a is b for a, b in zip(cached[0], candidates))):
+                and all(map(operator.is_, cached[0], candidates))):
             return cached[3]
         servers: dict[str, Any] = {}
         for host in candidates:

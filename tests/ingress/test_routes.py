@@ -131,3 +131,27 @@ def test_the_same_payload_object_while_only_endpoints_change():
     hooked = replace(first, backends=(Backend("b", load_balance=LoadBalance.EWMA),))
     assert routes.payload(hooked)["servers"] == {}
     assert routes.payload(first)["servers"] != {}
+
+
+def test_a_backend_gaining_or_losing_hooks_in_a_big_set_is_noticed():
+    # Many backends, one replaced in place: the section looks only at the
+    # positions that hold other objects, and must still see hooks come and go.
+    servers = tuple(Server(f"h{i}.example.com", locations=(Location("/", backend=f"b{i}"),)) for i in range(12))
+    first = config(*servers)
+    assert len(listed(first)) == 12
+    at = [b.name for b in first.backends].index("b3")
+
+    def with_backend(cfg: Configuration, backend: Backend) -> Configuration:
+        items = list(cfg.backends)
+        items[at] = backend
+        return replace(cfg, backends=tuple(items))
+
+    hooked = with_backend(first, Backend("b3", load_balance=LoadBalance.EWMA))
+    assert "h3.example.com" not in listed(hooked) and len(listed(hooked)) == 11
+    plain_again = with_backend(hooked, Backend("b3", endpoints=(Endpoint("10.0.0.9", 80),)))
+    assert len(listed(plain_again)) == 12
+    # Hooked again, then an endpoint change of that same hooked backend: still out.
+    hooked_again = with_backend(plain_again, Backend("b3", load_balance=LoadBalance.EWMA))
+    moved = with_backend(hooked_again, Backend("b3", load_balance=LoadBalance.EWMA,
+                                               endpoints=(Endpoint("10.0.0.7", 80),)))
+    assert "h3.example.com" not in listed(moved)
