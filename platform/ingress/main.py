@@ -152,6 +152,8 @@ class _Parts:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from platformd.common import malloctune
+    malloctune.tune()  # before the informers' threads allocate: see its docstring
     try:
         from platformd.common import logs
         logs.setup("ingress")
