@@ -287,7 +287,16 @@ class Proxier:
 
     def status(self) -> dict:
         """The ``/status`` document: last successful sync and what it left in the kernel."""
-        return dict(self._status)
+        status = dict(self._status)
+        if status.get("last_sync_time") is not None:
+            # Counted when asked, not per sync: summing 10,000 Services' real
+            # servers was a third of a one-endpoint sync under the test VM.
+            status["real_servers"] = self._real_server_count()
+        return status
+
+    def _real_server_count(self) -> int:
+        # list(): one C-level copy, so a sync changing the dict meanwhile cannot break the count.
+        return sum(map(len, list(self._applied.reals.values())))
 
     def _record(self, start: float, full: bool, duration: float, trigger_times: list[str]) -> None:
         self._status = {
@@ -295,7 +304,7 @@ class Proxier:
             "last_sync_duration_seconds": duration,
             "last_sync_full": full,
             "virtual_servers": len(self._applied.virtual),
-            "real_servers": sum(len(r) for r in self._applied.reals.values()),
+            "real_servers": None,  # see ``status``
             "terminating_real_servers": len(self.graceful),
         }
         m = self.metrics
@@ -308,10 +317,11 @@ class Proxier:
             if when is not None and now_wall >= when:
                 m.programming.observe(now_wall - when)
         self.health.updated(start)
-        log.log(logging.INFO if full else logging.DEBUG,
-                "%s sync done in %.3fs: %d virtual servers, %d real servers, %d terminating",
-                "full" if full else "partial", duration, self._status["virtual_servers"],
-                self._status["real_servers"], self._status["terminating_real_servers"])
+        level = logging.INFO if full else logging.DEBUG
+        if log.isEnabledFor(level):
+            log.log(level, "%s sync done in %.3fs: %d virtual servers, %d real servers, %d terminating",
+                    "full" if full else "partial", duration, self._status["virtual_servers"],
+                    self._real_server_count(), self._status["terminating_real_servers"])
 
     # -- full sync -------------------------------------------------------------------
     def _full_sync(self, base: Background[None]) -> None:
