@@ -422,111 +422,105 @@ def test_endpoint_changes_during_a_reload_are_pushed_without_waiting_for_it(tmp_
     assert plane.running == moved  # the newest wins, not the reload's own target
 
 
+class FirstReloadBlocks(FakeNginx):
+    """The first reload lasts until ``release`` is set (as ``nginx -t`` + SIGHUP at 10k do); later ones are quick."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(state_dir, reload_seconds=0)
+        self.started, self.release = threading.Event(), threading.Event()
+        self.calls = 0
+
+    def reload(self, timeout=10.0):
+        self.calls += 1
+        if self.calls == 1:
+            self.started.set()
+            assert self.release.wait(10)
+        return {1}
+
+
+class HoldingLua(FakeLua):
+    """Records the hosts of every routes push and the backends Lua holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.routed: list[set[str]] = []
+        self.backends: set[str] = set()
+
+    def push_section(self, section):
+        if section.name == "routes":
+            self.routed.append(set(section.data["servers"]))
+        if section.name == "backends":
+            self.backends = {b["name"] for b in section.data}
+        return super().push_section(section)
+
+    def push_delta(self, delta):
+        self.backends = (self.backends - set(delta.remove)) | {b.name for b in delta.upsert}
+        return super().push_delta(delta)
+
+
+def hosts_site(*hosts: str, port: int = 80) -> Configuration:
+    """One plain host per name, each with a backend of its own name."""
+    return Configuration(servers=tuple(Server(h, locations=(Location("/", backend=h),)) for h in hosts),
+                         backends=tuple(Backend(h, endpoints=(Endpoint("10.0.0.1", port),)) for h in hosts))
+
+
+def plane_blocking_first_reload(tmp_path: Path) -> tuple[DataPlane, FirstReloadBlocks, HoldingLua]:
+    nginx, lua = FirstReloadBlocks(tmp_path), HoldingLua()
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    plane = DataPlane(nginx, lua, runtime, CollectorRegistry())
+    plane._running, plane._pushed_to_master = hosts_site("a.example"), 4242
+    return plane, nginx, lua
+
+
 def test_a_shape_change_queued_behind_a_reload_is_served_by_lua_at_once(tmp_path):
     """A new host arriving during a long reload: Lua routes it while that reload
     runs, the reload's end does not take it back, and the waiter can step aside."""
-    started, release = threading.Event(), threading.Event()
-    reloads: list[str] = []
-    routed: list[set[str]] = []  # the hosts of each routes push, in order
-    lua_backends: set[str] = set()  # the backends Lua holds
-
-    class BlockedNginx(FakeNginx):
-        def reload(self, timeout=10.0):
-            reloads.append("reload")
-            if len(reloads) == 1:
-                started.set()
-                assert release.wait(10)
-            return {1}
-
-    class RecordingLua(FakeLua):
-        def push_section(self, section):
-            if section.name == "routes":
-                routed.append(set(section.data["servers"]))
-            if section.name == "backends":
-                lua_backends.clear()
-                lua_backends.update(b["name"] for b in section.data)
-            return super().push_section(section)
-
-        def push_delta(self, delta):
-            lua_backends.difference_update(delta.remove)
-            lua_backends.update(b.name for b in delta.upsert)
-            return super().push_delta(delta)
-
-    def site(*hosts: str) -> Configuration:
-        return Configuration(servers=tuple(Server(h, locations=(Location("/", backend=h),)) for h in hosts),
-                             backends=tuple(Backend(h, endpoints=(Endpoint("10.0.0.1", 80),)) for h in hosts))
-
-    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
-    plane = DataPlane(BlockedNginx(tmp_path, reload_seconds=0), RecordingLua(), runtime, CollectorRegistry())
-    plane._running, plane._pushed_to_master = site("a.example"), 4242
-
+    plane, nginx, lua = plane_blocking_first_reload(tmp_path)
     results = {}
-    first = threading.Thread(target=lambda: results.__setitem__("b", plane.apply(site("a.example", "b.example"))))
+    first = threading.Thread(target=lambda: results.__setitem__("b", plane.apply(hosts_site("a.example", "b.example"))))
     first.start()
-    assert started.wait(10)  # reload of b in flight
+    assert nginx.started.wait(10)  # reload of b in flight
 
     step_aside = threading.Event()
-    waiter = plane.submit(site("a.example", "b.example", "c.example"))
+    waiter = plane.submit(hosts_site("a.example", "b.example", "c.example"))
     second = threading.Thread(target=lambda: results.__setitem__("c", waiter(step_aside.is_set)))
     second.start()
     # c is routed (and its backend known) while b's reload still runs.
-    assert wait_for(lambda: routed and "c.example" in routed[-1], timeout=5)
-    assert {"a.example", "b.example", "c.example"} <= lua_backends
-    assert reloads == ["reload"]
+    assert wait_for(lambda: lua.routed and "c.example" in lua.routed[-1], timeout=5)
+    assert {"a.example", "b.example", "c.example"} <= lua.backends
+    assert nginx.calls == 1
     step_aside.set()
     second.join(timeout=5)
     assert not second.is_alive() and results["c"] is None  # handed over, not waiting for b's reload
 
-    release.set()
+    nginx.release.set()
     first.join(timeout=10)
     assert results["b"].ok and results["b"].kind == "reload"
     # b's reload ended without taking c out of the routes (b's own would lack it).
-    assert "c.example" in routed[-1] and "c.example" in lua_backends
-    assert plane.running == site("a.example", "b.example")
+    assert "c.example" in lua.routed[-1] and "c.example" in lua.backends
+    assert plane.running == hosts_site("a.example", "b.example")
 
     # The next submitter carries the queued shape through its own reload.
-    assert plane.apply(site("a.example", "b.example", "c.example")).kind == "reload"
-    assert reloads == ["reload", "reload"]
-    assert plane.running == site("a.example", "b.example", "c.example")
+    assert plane.apply(hosts_site("a.example", "b.example", "c.example")).kind == "reload"
+    assert nginx.calls == 2
+    assert plane.running == hosts_site("a.example", "b.example", "c.example")
 
 
 def test_lua_ahead_of_the_running_configuration_gets_every_section_next_time(tmp_path):
     """A seeded host withdrawn before its reload: the next dynamic push takes it out of the routes."""
-    started, release = threading.Event(), threading.Event()
-    routed: list[set[str]] = []
-
-    class BlockedNginx(FakeNginx):
-        def reload(self, timeout=10.0):
-            if not started.is_set():
-                started.set()
-                assert release.wait(10)
-            return {1}
-
-    class RecordingLua(FakeLua):
-        def push_section(self, section):
-            if section.name == "routes":
-                routed.append(set(section.data["servers"]))
-            return super().push_section(section)
-
-    def site(*hosts: str, port: int = 80) -> Configuration:
-        return Configuration(servers=tuple(Server(h, locations=(Location("/", backend=h),)) for h in hosts),
-                             backends=tuple(Backend(h, endpoints=(Endpoint("10.0.0.1", port),)) for h in hosts))
-
-    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
-    plane = DataPlane(BlockedNginx(tmp_path, reload_seconds=0), RecordingLua(), runtime, CollectorRegistry())
-    plane._running, plane._pushed_to_master = site("a.example"), 4242
-    first = threading.Thread(target=lambda: plane.apply(site("a.example", "b.example")))
+    plane, nginx, lua = plane_blocking_first_reload(tmp_path)
+    first = threading.Thread(target=lambda: plane.apply(hosts_site("a.example", "b.example")))
     first.start()
-    assert started.wait(10)
-    waiter = plane.submit(site("a.example", "b.example", "c.example"))
-    assert waiter(lambda: bool(routed) and "c.example" in routed[-1]) is None
-    release.set()
+    assert nginx.started.wait(10)
+    waiter = plane.submit(hosts_site("a.example", "b.example", "c.example"))
+    assert waiter(lambda: bool(lua.routed) and "c.example" in lua.routed[-1]) is None
+    nginx.release.set()
     first.join(timeout=10)
-    assert "c.example" in routed[-1]
+    assert "c.example" in lua.routed[-1]
     # c is withdrawn; only an endpoint of b changes compared with what runs.
-    result = plane.apply(site("a.example", "b.example", port=81))
+    result = plane.apply(hosts_site("a.example", "b.example", port=81))
     assert result.ok and result.kind == "dynamic"
-    assert routed[-1] == {"a.example", "b.example"}
+    assert lua.routed[-1] == {"a.example", "b.example"}
 
 
 # --- Lua client: retries, confirmation, refusal (fake transport) ---------------
