@@ -187,6 +187,7 @@ class DataPlane:
         templates_dir: Path | None = None,
         reload_timeout: float | None = None,  # None: the nginx adapter's (NginxTimeouts.reload)
         start_nginx: bool = True,
+        external_master_wait: float = 10.0,
     ) -> None:
         self.nginx = nginx
         self.lua = lua
@@ -195,6 +196,9 @@ class DataPlane:
         self.templates_dir = templates_dir
         self.reload_timeout = reload_timeout
         self.start_nginx = start_nginx  # False when a supervisor owns the nginx process
+        # With start_nginx False: how long a sync waits for that supervisor's
+        # nginx to come up (both start together; the controller is often first).
+        self.external_master_wait = external_master_wait
         self.metrics = Metrics(registry)
         self._reload_lock = threading.Lock()  # one reload (or start, or full re-push) at a time
         self._push_lock = threading.Lock()  # one series of Lua pushes; ``_running`` changes under it
@@ -375,6 +379,8 @@ class DataPlane:
     def _sync(self, desired: Configuration) -> ApplyResult:
         """The reload lane (``_reload_lock`` held)."""
         master = self.nginx.master_pid()
+        if master is None and not self.start_nginx:
+            master = self._await_external_master()
         decision = decide(self._running, desired)
         kind, text_hash = ("dynamic" if decision.sections else "noop"), ""
         try:
@@ -420,6 +426,16 @@ class DataPlane:
             log.error("applying configuration failed (%s): %s", kind, exc)
             return ApplyResult(kind, exc, text_hash)
         return ApplyResult(kind, None, text_hash)
+
+    def _await_external_master(self) -> int | None:
+        """The master pid once someone else's nginx is up, or None after
+        ``external_master_wait`` seconds (then the sync fails and is retried)."""
+        deadline = self.clock.monotonic() + self.external_master_wait
+        while True:
+            master = self.nginx.master_pid()
+            if master is not None or self.clock.monotonic() >= deadline:
+                return master
+            self.clock.sleep(0.05)
 
     def _start(self, text: str, text_hash: str) -> str:
         """Bring nginx up on ``text`` (tested first). "start"."""

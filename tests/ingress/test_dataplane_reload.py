@@ -119,11 +119,33 @@ def test_without_start_permission_a_dead_nginx_is_reported(tmp_path):
 
     runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
     lua = LuaClient(runtime.socket)
-    plane = DataPlane(NginxProcess(NginxFiles(tmp_path)), lua, runtime, CollectorRegistry(), start_nginx=False)
+    plane = DataPlane(NginxProcess(NginxFiles(tmp_path)), lua, runtime, CollectorRegistry(), start_nginx=False,
+                      external_master_wait=0.3)
+    started = time.monotonic()
     result = plane.apply(Configuration())
     lua.close()
     assert not result.ok and "not running" in str(result.error)
     assert plane.running is None
+    assert time.monotonic() - started >= 0.3  # it gave the supervisor's nginx its time
+
+
+def test_without_start_permission_a_sync_waits_for_the_supervisors_nginx(tmp_path):
+    class LateNginx(FakeNginx):
+        """A master that its supervisor brings up a moment after the controller asks."""
+
+        def __init__(self, state_dir):
+            super().__init__(state_dir, reload_seconds=0)
+            self.up_at = time.monotonic() + 0.3
+
+        def master_pid(self):
+            return 4242 if time.monotonic() >= self.up_at else None
+
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    nginx = LateNginx(tmp_path)
+    plane = DataPlane(nginx, FakeLua(), runtime, CollectorRegistry(), start_nginx=False)
+    result = plane.apply(config_for())
+    assert result.ok and result.kind == "reload", result
+    assert nginx.reloads == 1 and plane.running == config_for()
 
 
 def test_broken_configuration_is_refused_and_old_one_keeps_serving(dataplane, backends):
