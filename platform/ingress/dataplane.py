@@ -9,8 +9,9 @@
    render, ``nginx -t`` the candidate, swap it in atomically, SIGHUP, wait for new workers; on any
    failure the old file and workers stay and the error is logged, counted
    and returned (start nginx instead if it is not running);
-3. push the dynamic sections to Lua and wait for its checksum (all of them
-   after a reload or when the master changed, else only the changed ones);
+3. push the dynamic sections to Lua and wait for its checksum: every
+   section the current master has not confirmed (``_in_lua``), so all of
+   them to a new master; its shared dicts outlive a reload (SIGHUP);
 4. record ``desired`` as running, only now that all of the above succeeded.
 
 Pushing backends: Lua holds a base plus a chain of deltas (configuration.lua),
@@ -207,9 +208,6 @@ class DataPlane:
         self._reloading: Configuration | None = None  # target of the reload in flight
         self._newer: Configuration | None = None  # pushed dynamically during that reload
         self._seeded: Configuration | None = None  # queued behind that reload, already in Lua
-        # Lua holds more than ``_running`` (a seed outlived its reload): the next
-        # push sends every section, not only those that differ from ``_running``.
-        self._lua_ahead = False
         self._last_result = ApplyResult("noop")
         self._running: Configuration | None = None  # recorded only after success
         self._pushed_to_master: int | None = None  # master pid holding our dynamic state
@@ -255,7 +253,6 @@ class DataPlane:
             except LuaError as exc:
                 log.warning("re-push after master change failed: %s", exc)
                 return False
-            self._lua_ahead = False
             return True
 
     def loop(self, stop: threading.Event, interval: float = 1.0) -> None:
@@ -335,22 +332,19 @@ class DataPlane:
                 self._seeded = None  # ``newest`` needs no other shape: it replaces any seed
             desired = newest.config
             # During a reload old workers still serve the running locations.
-            if reloading:
-                sections = dynamic_sections(_union(self._running, desired))
-            else:
-                sections = dynamic_sections(desired) if self._lua_ahead else decision.sections
+            served = _union(self._running, desired) if reloading else desired
             try:
-                self._push(sections, master)
+                sent = self._push(dynamic_sections(served), master)
             except Exception as exc:  # returned, so no waiter hangs (LuaError expected)
                 log.error("applying configuration failed (dynamic): %s", exc, exc_info=not isinstance(exc, LuaError))
                 result = ApplyResult("dynamic", exc)
             else:
-                result = ApplyResult("dynamic" if sections else "noop")
+                result = ApplyResult("dynamic" if sent else "noop")
                 with self._lock:
                     if reloading:
                         self._newer = desired
                     else:
-                        self._running, self._lua_ahead = desired, False
+                        self._running = desired
         self._resolve(group, result)
         return True
 
@@ -406,22 +400,19 @@ class DataPlane:
                     desired = self._newer or desired
                     seeded = self._seeded
                     self._reloading = self._newer = self._seeded = None
-                # A new nginx (start, or restarted behind our back) has empty
-                # shared dicts; after a reload the contract says push again.
-                fresh = kind in ("start", "reload") or master != self._pushed_to_master
-                ahead = seeded is not None and master == self._pushed_to_master
-                if ahead:
-                    # Queued behind us and served already: keep serving it.
-                    sections = dynamic_sections(_union(desired, seeded))
-                elif fresh or self._lua_ahead:
-                    sections = dynamic_sections(desired)
+                # Every section goes that this master has not confirmed: all of
+                # them to a new nginx (start, or restarted behind our back: empty
+                # shared dicts). A configuration queued behind us and served
+                # already (``_seeded``) keeps being served.
+                if seeded is not None and master == self._pushed_to_master:
+                    desired_in_lua = _union(desired, seeded)
                 else:
-                    sections = decision.sections
-                self._push(sections, master)
-                if kind == "noop" and sections:
-                    kind = "dynamic"
+                    desired_in_lua = desired
+                sent = self._push(dynamic_sections(desired_in_lua), master)
+                if kind in ("noop", "dynamic"):
+                    kind = "dynamic" if sent else "noop"
                 with self._lock:
-                    self._running, self._lua_ahead = desired, ahead
+                    self._running = desired
         except (ValidationError, NginxError, LuaError) as exc:
             log.error("applying configuration failed (%s): %s", kind, exc)
             return ApplyResult(kind, exc, text_hash)
@@ -514,21 +505,24 @@ class DataPlane:
         self.metrics.config_hash.set(_hash_metric(text_hash))
         self.metrics.reloads.inc()
 
-    def _push(self, sections: tuple[DynamicSection, ...], master: int | None) -> None:
+    def _push(self, sections: tuple[DynamicSection, ...], master: int | None) -> int:
+        """Push the ``sections`` this master has not confirmed; how many went."""
         if master != self._in_lua_master:
             self._in_lua, self._in_lua_master = {}, master  # a new master starts empty
+        sent = 0
         for section in sections:
             try:
-                self._push_section(section)
+                sent += self._push_section(section)
             except LuaError:
                 self._in_lua.pop(section.name, None)
                 raise
         self._pushed_to_master = master
+        return sent
 
-    def _push_section(self, section: DynamicSection) -> None:
+    def _push_section(self, section: DynamicSection) -> bool:
         base = self._in_lua.get(section.name)
         if base is not None and base.checksum == section.checksum:
-            return  # this master confirmed exactly this already
+            return False  # this master confirmed exactly this already
         if section.name == "backends" and base is not None:
             delta = backends_delta(base, section)
             if not compact_due(self._chain, delta, len(section.items or ())):
@@ -539,11 +533,12 @@ class DataPlane:
                 else:
                     count, named = self._chain
                     self._in_lua[section.name], self._chain = section, (count + 1, named + delta.size)
-                    return
+                    return True
         self.lua.push_section(section)
         self._in_lua[section.name] = section
         if section.name == "backends":
             self._chain = (0, 0)
+        return True
 
 
 def _union(running: Configuration | None, desired: Configuration) -> Configuration:
