@@ -50,7 +50,6 @@ from .netlink import (
     NLA_F_NESTED,
     asciiz,
     attr,
-    be16,
     get_be16,
     get_str,
     get_u16,
@@ -91,19 +90,6 @@ def _genl(cmd: int, *attrs: bytes) -> bytes:
 _GENL = {cmd: _genl(cmd) for cmd in range(1, 18)}
 
 
-def _service_id(vs: VirtualServer) -> list[bytes]:
-    return [u16(SVC_AF, socket.AF_INET), u16(SVC_PROTOCOL, PROTOCOL_NUMBERS[vs.protocol]),
-            attr(SVC_ADDR, socket.inet_aton(vs.address)), be16(SVC_PORT, vs.port)]
-
-
-def _service_full(vs: VirtualServer) -> list[bytes]:
-    flags = vs.flags | (SVC_F_PERSISTENT if vs.persistence_timeout > 0 else 0)
-    return [asciiz(SVC_SCHED_NAME, vs.scheduler),
-            attr(SVC_FLAGS, struct.pack("=II", flags, 0xFFFF_FFFF)),
-            u32(SVC_TIMEOUT, vs.persistence_timeout),
-            attr(SVC_NETMASK, b"\xff\xff\xff\xff")]
-
-
 def service(cmd: int, vs: VirtualServer) -> bytes:
     """NEW/SET (full attributes) or DEL/GET (identity only) of one service."""
     ident = _service_nest(vs.protocol, vs.address, vs.port)
@@ -118,7 +104,9 @@ def service(cmd: int, vs: VirtualServer) -> bytes:
 @functools.lru_cache(maxsize=256)
 def _service_settings(scheduler: str, persistence_timeout: int, flags: int) -> bytes:
     """SCHED_NAME, FLAGS, TIMEOUT, NETMASK: the same for most services, so cached."""
-    return b"".join(_service_full(VirtualServer("TCP", "0.0.0.0", 0, scheduler, persistence_timeout, flags)))
+    flags |= SVC_F_PERSISTENT if persistence_timeout > 0 else 0
+    return (asciiz(SVC_SCHED_NAME, scheduler) + attr(SVC_FLAGS, struct.pack("=II", flags, 0xFFFF_FFFF))
+            + u32(SVC_TIMEOUT, persistence_timeout) + attr(SVC_NETMASK, b"\xff\xff\xff\xff"))
 
 
 def fwmark_service(cmd: int, fwmark: int, scheduler: str) -> bytes:
