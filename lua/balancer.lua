@@ -12,12 +12,12 @@
 -- chash; else cookie affinity -> sticky_<mode>; else `load_balance`
 -- (round_robin when empty), as docs/architecture.md orders them.
 --
--- Phases. Which hooks a location has is decided when nginx.conf is rendered
--- (platformd.ingress.view.lua_phases): a location whose backend has canaries,
--- cookie affinity or EWMA gets access() (and log() when EWMA is involved);
--- every other ("plain": round robin or consistent hashing, no canary) gets
--- only balance(), which then does all the work. An access phase costs a Lua
--- coroutine per request and ngx.ctx a table; plain requests pay neither.
+-- Phases. The router (router.lua) keeps a route whose backend is "plain"
+-- (round robin or consistent hashing, no canary: `M.plain`) on its fast
+-- path, where only balance() runs and does all the work; a route to any
+-- other backend (canaries, cookie affinity, EWMA) goes to a named lane,
+-- where the router calls access() and the log phase calls log(). This
+-- module alone decides which backends are plain (`M.needs_access`).
 --   access()   refresh the backends if the shared version moved (checked
 --              per request, no timer), pick the backend (canary.lua) and
 --              the endpoint into ngx.ctx, set any sticky cookie; 503 when the
@@ -57,6 +57,7 @@ local version_of = configuration.version
 local set_current_peer = ngx_balancer.set_current_peer
 local set_more_tries = ngx_balancer.set_more_tries
 local get_last_failure = ngx_balancer.get_last_failure
+local set_timeouts = ngx_balancer.set_timeouts
 
 local M = {}
 
@@ -88,7 +89,7 @@ function M.algorithm_for(backend)
 end
 
 --- Whether requests for `backend` need the access phase (see the header).
--- Must agree with platformd.ingress.view.lua_phases.
+-- Decided here only; the controller does not know it.
 function M.needs_access(backend, algorithm)
   local alternatives = backend.alternative_backends
   return (alternatives ~= nil and alternatives[1] ~= nil)
@@ -200,6 +201,15 @@ end
 -- platform.init_worker): at 20,000 backends a cold build takes ~100 ms.
 M.warm = refresh
 
+--- Whether requests for the backend `name` need no access or log phase
+-- (router.lua keeps such routes on the fast path); unknown backends too:
+-- the balancer sends them to the 503 server.
+function M.plain(name)
+  refresh()
+  local entry = state.entries[name]
+  return entry == nil or entry.plain
+end
+
 -- For specs: the worker's entries (read-only).
 function M._entries()
   return state.entries
@@ -305,9 +315,9 @@ function M.access()
   refresh()
   local entry = state.entries[ngx_var.proxy_upstream_name]
   if entry ~= nil and entry.plain then
-    -- Rendered for a plain backend only where the 503 server cannot answer
-    -- (HTTPS and gRPC upstreams, see view.lua_phases) or until a reload
-    -- catches up: answer 503 here, leave the pick to balance().
+    -- A plain backend in a named lane (HTTPS or gRPC upstreams, which the
+    -- plain-HTTP 503 server cannot answer, or settings of its own): answer
+    -- 503 here, leave the pick to balance().
     if entry.backend.endpoints[1] == nil then
       return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end
@@ -429,6 +439,19 @@ function M.balance()
     return unavailable()
   end
   return set_peer(endpoint)
+end
+
+--- Balancer phase of `upstream_lane` (the router's named lanes): the
+-- route's timeouts (router.lua puts them in ngx.ctx), then as balance().
+function M.balance_lane()
+  local timeouts = ngx.ctx.platform_timeouts
+  if timeouts ~= nil then
+    local ok, err = set_timeouts(timeouts[1], timeouts[2], timeouts[3])
+    if not ok then
+      ngx.log(ngx.ERR, "set_timeouts: ", err)
+    end
+  end
+  return M.balance()
 end
 
 local function split(list)

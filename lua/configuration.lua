@@ -55,7 +55,7 @@ local M = {}
 -- internal server in templates/nginx.conf.j2. 32 MiB keeps two versions of
 -- the largest payload inside the 64 MiB dict during a swap.
 M.MAX_BODY_BYTES = 32 * 1024 * 1024
-M.SECTIONS = { backends = true, certificates = true, general = true, routes = true }
+M.SECTIONS = { backends = true, certificates = true, routes = true }
 -- Longest chain of deltas a base carries (409 beyond: post the whole set).
 -- The client compacts well before this (platformd.ingress.render,
 -- COMPACT_AFTER); this only bounds what a fresh worker has to replay.
@@ -87,6 +87,9 @@ local SCHEMA_DEPS = {
     return true
   end,
 }
+SCHEMA_DEPS.cidr_ok = function(text)
+  return require("util.cidr").parse(text)
+end
 M.SCHEMA_DEPS = SCHEMA_DEPS
 
 --- Master process, every (re)load: create the counters once so that later
@@ -259,22 +262,18 @@ function M.certificates()
   end
 end
 
---- `version, general settings table` ({} when none).
-function M.general()
-  local version, raw = read_raw("general")
-  if raw == nil then
-    return version, {}
-  end
-  return version, cjson.decode(raw).data
-end
-
---- `version, routes` as posted (util/schema validate_routes), nil when none.
+--- `version, routes` as posted, normalised by util/schema validate_routes
+-- (it was valid when posted), nil when none.
 function M.routes()
   local version, raw = read_raw("routes")
   if raw == nil then
     return version, nil
   end
-  return version, cjson.decode(raw).data
+  local data, err = schema.validate_routes(cjson.decode(raw).data, SCHEMA_DEPS)
+  if data == nil then
+    ngx.log(ngx.ERR, "stored routes no longer valid: ", err)
+  end
+  return version, data
 end
 
 ---------------------------------------------------------------------------
@@ -511,7 +510,6 @@ end
 local VALIDATORS = {
   backends = schema.validate_backends,
   certificates = schema.validate_certificates,
-  general = schema.validate_general,
   routes = schema.validate_routes,
 }
 

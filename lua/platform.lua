@@ -6,7 +6,7 @@
 local M = {}
 
 local MODULES = {
-  "configuration", "balancer", "canary", "certificate", "router",
+  "configuration", "balancer", "canary", "certificate", "router", "util.cidr", "util.limit",
   "balancer.round_robin", "balancer.ewma", "balancer.chash",
   "balancer.sticky_balanced", "balancer.sticky_persistent",
 }
@@ -22,6 +22,7 @@ function M.init(options)
   end
   require("configuration").init()
   require("balancer").unavailable = options and options.unavailable or nil
+  require("router").init()
 end
 
 --- Each worker: seed the random numbers used by round robin offsets, EWMA

@@ -1,104 +1,255 @@
---- The router of the catch-all server: hosts with no server block yet.
+--- The router: the only matcher of hosts and paths, fed with data.
 --
--- A host added since the last reload has no server block, so its requests
--- reach the catch-all server. The controller lists the hosts the router can
--- serve exactly in the "routes" section (platformd.ingress.routes: only
--- hosts whose every location is a plain Exact or Prefix path), so a new
--- host is served after a push instead of after the reload that renders it.
--- Hosts with a server block never get here: the rendered path pays nothing.
+-- nginx.conf has no server or location per Ingress. Every request of the
+-- public listeners reaches `location /` of the one catch-all server, whose
+-- rewrite_by_lua calls `route()`. The controller computes the route table
+-- and its order (platformd.ingress.routes, section "routes") and the
+-- router only looks up:
+--   host: the exact name (a hash), then "*.<rest>" for exactly one label,
+--         then the catch-all entry ("default": host-less rules and the
+--         default backend);
+--   path: Exact (a hash), then the longest Prefix (a hash per "/"-bounded
+--         prefix of the URI, longest first: as many lookups as the URI has
+--         segments, whatever the host's number of paths), on hosts with
+--         Regex paths the regexes longer than that prefix, in the order the
+--         controller sent (longest first, as ingress-nginx orders use-regex
+--         hosts), then Prefix "/"; nothing: 404.
+-- Case: paths are compared as sent (case-sensitive), regex paths
+-- case-insensitively; $host is lower-case already. $uri is nginx's
+-- normalised URI (decoded, dot segments and double slashes resolved).
 --
--- Matching is view.py's for a server without regex paths:
---   * Exact paths match the URI and nothing else, and beat every Prefix;
---   * Prefix "/foo" matches "/foo" and "/foo/..." (not "/foobar"); the
---     longest matching prefix wins; Prefix "/" matches what nothing else does;
---   * no match: 404, as the rendered server's own `location /`.
--- Names: the exact host first, then "*.<rest>" for exactly one label
--- (`~^[^.]+\.rest$` as rendered).
+-- Per-route settings come with the route as a *policy* (shared by every
+-- route with equal settings) and are applied here, per request, in nginx's
+-- phase order: body size (413), ssl-redirect, redirect, CORS preflight,
+-- HSTS and CORS response headers (through variables the lanes' add_header
+-- print), rewrite-target, limit-rps / limit-connections (503), allow/deny
+-- (403), then the proxy.
+--
+-- Lanes. A route whose settings equal the defaults `location /` was
+-- rendered with (HTTP, the global buffering, timeouts and body size, no
+-- Upgrade of the Host header) and whose backend is served by the balancer
+-- alone (`entry.plain`) is proxied from `location /` itself: the fast
+-- path, one coroutine and a few lookups. Any other route is sent with
+-- ngx.exec to the named location its policy names (templates/nginx.conf.j2:
+-- buffered or unbuffered HTTP(S), gRPC, gRPCS), where `route(lane)` runs
+-- again (ngx.ctx does not survive ngx.exec) and applies everything; those
+-- lanes proxy through `upstream_lane`, whose balancer sets the route's
+-- timeouts, and have a log phase (EWMA, connection counts).
 --
 -- Per worker, the compiled table follows the section's version, rebuilt on
--- the first request after a change (as balancer.lua does for backends).
+-- the first request after a change or by the warm-up timer (platform.lua).
+local cidr = require("util.cidr")
+local changes_now = require("util.changes").current
+
+-- nil outside nginx (the specs load the pure part of this module).
+local ngx = ngx
+local ngx_var = ngx and ngx.var
+local re_match = ngx and ngx.re.match
+local limit -- util.limit, loaded by M.init (it needs the shared dict)
+local byte = string.byte
+local sub = string.sub
+
 local M = {}
 
---- `data` (validated by util/schema validate_routes) -> compiled routes:
--- `{hosts = {name = host}, redirect_code, port_suffix}` where host is
--- `{hsts, exact = {path = location}, prefixes = {{prefix, location}...}
--- longest first, root = location|nil}` and location is
--- `{backend, ssl_redirect}`.
+-- How regex routes are tried: PCRE through ngx.re.find ("ijo": case-
+-- insensitive as ingress-nginx's `~*` locations, JIT, compiled once).
+M.regex_find = ngx and ngx.re.find
+
+local SLASH = 47
+
+---------------------------------------------------------------------------
+-- Compiling the section (pure, tested in tests/lua/router_spec.lua)
+---------------------------------------------------------------------------
+
+-- "$1x$2" -> {"", 1, "x", 2}: literal parts and capture numbers, so a
+-- rewrite builds its URI without a pattern substitution per request.
+local function target_parts(target)
+  local parts = {}
+  local pos = 1
+  while true do
+    local from, to, digit = target:find("%$(%d)", pos)
+    if from == nil then
+      parts[#parts + 1] = target:sub(pos)
+      return parts
+    end
+    parts[#parts + 1] = target:sub(pos, from - 1)
+    parts[#parts + 1] = tonumber(digit)
+    pos = to + 1
+  end
+end
+
+local function compile_policy(p)
+  local policy = {
+    fast = p.fast,
+    lane = p.lane,
+    scheme = p.scheme,
+    body_size = p.body_size,
+    timeouts = p.timeouts,
+    upstream_vhost = p.upstream_vhost ~= "" and p.upstream_vhost or nil,
+    ssl_redirect = p.ssl_redirect,
+    redirect = p.redirect,
+    cors = p.cors,
+    rps = p.limit_rps,
+    burst = p.limit_burst,
+    connections = p.limit_connections,
+    proxy = p.redirect == nil,
+  }
+  if p.rewrite_target ~= nil then
+    policy.rewrite_parts = target_parts(p.rewrite_target)
+    policy.rewrite_query = p.rewrite_target:find("?", 1, true) ~= nil
+  end
+  if p.allow[1] ~= nil then
+    policy.allow = assert(cidr.compile(p.allow))
+  end
+  if p.deny[1] ~= nil then
+    policy.deny = assert(cidr.compile(p.deny))
+  end
+  return policy
+end
+
+local function compile_location(l, policies)
+  return {
+    backend = l.backend,
+    name = l.backend or "redirect",
+    policy = policies[l.policy],
+    rewrite = l.rewrite,
+    zone = l.zone,
+  }
+end
+
+local function compile_host(h, policies)
+  local host = { hsts = h.hsts, redirect = h.redirect, exact = {}, prefix = {}, longest = 0, regex = nil }
+  for path, l in pairs(h.exact) do
+    host.exact[path] = compile_location(l, policies)
+  end
+  for path, l in pairs(h.prefix) do
+    if path == "/" then
+      host.root = compile_location(l, policies)
+    else
+      local location = compile_location(l, policies)
+      location.length = #path
+      host.prefix[path] = location
+      if #path > host.longest then
+        host.longest = #path
+      end
+    end
+  end
+  if h.regex[1] ~= nil then
+    host.regex = {}
+    for i, l in ipairs(h.regex) do
+      local location = compile_location(l, policies)
+      location.pattern = l.pattern
+      location.length = l.length
+      host.regex[i] = location
+    end
+  end
+  return host
+end
+
+--- `data` (validated by util/schema validate_routes) -> the compiled table.
 function M.compile(data)
-  local compiled = { hosts = {}, redirect_code = 308, port_suffix = "" }
+  local compiled = {
+    hosts = {},
+    default = { exact = {}, prefix = {}, longest = 0 },
+    hsts = nil,
+    ssl_code = 308,
+    port_suffix = "",
+    not_found = nil,
+  }
   if data == nil then
     return compiled
   end
-  compiled.redirect_code = data.ssl_redirect.code
+  local policies = {}
+  for id, p in pairs(data.policies) do
+    policies[id] = compile_policy(p)
+  end
+  compiled.hsts = data.hsts ~= "" and data.hsts or nil
+  compiled.ssl_code = data.ssl_redirect.code
   if data.ssl_redirect.port ~= 443 then
     compiled.port_suffix = ":" .. data.ssl_redirect.port
   end
-  for name, server in pairs(data.servers) do
-    local host = { hsts = server.hsts, exact = {}, prefixes = {} }
-    -- Exact paths first, so a Prefix of the same path never takes their
-    -- place in `exact` (Kubernetes: Exact beats Prefix).
-    for _, loc in ipairs(server.locations) do
-      if loc.match == "exact" then
-        host.exact[loc.path] = { backend = loc.backend, ssl_redirect = loc.ssl_redirect }
-      end
-    end
-    for _, loc in ipairs(server.locations) do
-      if loc.match == "prefix" then
-        local location = { backend = loc.backend, ssl_redirect = loc.ssl_redirect }
-        if loc.path == "/" then
-          host.root = location
-        else
-          -- Prefix /foo is nginx's `= /foo` plus `/foo/` (view._matches).
-          if host.exact[loc.path] == nil then
-            host.exact[loc.path] = location
-          end
-          host.prefixes[#host.prefixes + 1] = { prefix = loc.path .. "/", location = location }
-        end
-      end
-    end
-    table.sort(host.prefixes, function(a, b)
-      if #a.prefix ~= #b.prefix then
-        return #a.prefix > #b.prefix
-      end
-      return a.prefix < b.prefix
-    end)
-    compiled.hosts[name] = host
+  for name, h in pairs(data.hosts) do
+    compiled.hosts[name] = compile_host(h, policies)
   end
+  compiled.default = compile_host(data.default, policies)
   return compiled
 end
 
---- The host entry serving `name` (lower-case, no port), or nil.
+--- The host entry serving `name` (lower-case, no port).
 function M.find(compiled, name)
-  if name == nil then
-    return nil
+  if name ~= nil then
+    local host = compiled.hosts[name]
+    if host ~= nil then
+      return host
+    end
+    local dot = name:find(".", 1, true)
+    if dot ~= nil then
+      host = compiled.hosts["*" .. sub(name, dot)]
+      if host ~= nil then
+        return host
+      end
+    end
   end
-  local host = compiled.hosts[name]
-  if host ~= nil then
-    return host
-  end
-  local rest = name:match("^[^.]+%.(.+)$")
-  return rest and compiled.hosts["*." .. rest] or nil
+  return compiled.default
 end
 
---- The location of `host` answering `uri` (nginx's normalised $uri), or nil (404).
+--- The longest Prefix location of `host` matching `uri`, or nil: one hash
+-- lookup per "/"-bounded prefix of the URI no longer than the host's
+-- longest Prefix path.
+local function longest_prefix(host, uri)
+  local prefix = host.prefix
+  local n = #uri
+  if n <= host.longest then
+    local location = prefix[uri]
+    if location ~= nil then
+      return location
+    end
+  end
+  local i = n < host.longest + 1 and n or host.longest + 1
+  while i > 1 do
+    if byte(uri, i) == SLASH then
+      local location = prefix[sub(uri, 1, i - 1)]
+      if location ~= nil then
+        return location
+      end
+    end
+    i = i - 1
+  end
+  return nil
+end
+
+--- The location of `host` answering `uri`, or nil (404).
 function M.match(host, uri)
   local location = host.exact[uri]
   if location ~= nil then
     return location
   end
-  for _, entry in ipairs(host.prefixes) do
-    if uri:sub(1, #entry.prefix) == entry.prefix then
-      return entry.location
+  if host.longest > 0 then
+    location = longest_prefix(host, uri)
+  end
+  local regex = host.regex
+  if regex ~= nil then
+    -- Longest first: a regex wins only over a shorter Prefix path (a
+    -- Prefix wins a tie, view order of ingress-nginx's regex hosts).
+    local beat = location and location.length or 0
+    local find = M.regex_find
+    for i = 1, #regex do
+      local candidate = regex[i]
+      if candidate.length <= beat then
+        break
+      end
+      if find(uri, candidate.pattern, "ijo") then
+        return candidate
+      end
     end
   end
-  return host.root
+  return location or host.root
 end
 
 ---------------------------------------------------------------------------
--- nginx glue: `rewrite_by_lua` of the catch-all server (templates/nginx.conf.j2)
+-- nginx glue
 ---------------------------------------------------------------------------
 
-local changes_now = require("util.changes").current
 local state = { version = -1, routes = M.compile(nil) }
 local seen_changes = nil -- as in balancer.refresh: skip the dict while no POST came
 
@@ -116,38 +267,215 @@ local function current()
   return state.routes
 end
 
---- Build this worker's routing table ahead of its first catch-all request.
+--- Build this worker's routing table ahead of its first request.
 function M.warm()
   current()
 end
 
---- Serve the request if its host is routed; return to let the catch-all
--- location answer as it would without the router. Routed requests go on in
--- `@platform_router` (a plain location proxying through upstream_balancer)
--- or `@platform_router_404`; the internal redirect comes back here, hence
--- the `is_internal` check.
-function M.route()
-  if ngx.req.is_internal() then
+-- Set by platform.init once every module is loaded.
+local balancer
+
+local function too_large(policy)
+  local limit_bytes = policy.body_size
+  if limit_bytes == 0 then
+    return false
+  end
+  local length = tonumber(ngx_var.http_content_length)
+  if length ~= nil then
+    return length > limit_bytes
+  end
+  if ngx_var.http_transfer_encoding == nil then
+    return false
+  end
+  -- Chunked: nginx would count while reading; the lanes buffer request
+  -- bodies anyway (proxy_request_buffering on), so read it and measure.
+  ngx.req.read_body()
+  local data = ngx.req.get_body_data()
+  if data ~= nil then
+    return #data > limit_bytes
+  end
+  local file = ngx.req.get_body_file()
+  if file ~= nil then
+    local f = io.open(file, "rb")
+    if f ~= nil then
+      local size = f:seek("end")
+      f:close()
+      return size > limit_bytes
+    end
+  end
+  return false
+end
+
+local function ssl_redirect(routes)
+  return ngx.redirect("https://" .. ngx_var.host .. routes.port_suffix .. ngx_var.request_uri, routes.ssl_code)
+end
+
+-- CORS: the origin to echo ("" none), and the preflight answer.
+local function cors(policy)
+  local c = policy.cors
+  local origin = ngx_var.http_origin
+  local allowed = ""
+  if origin ~= nil and origin ~= "" then
+    if c.origin_regex == nil then
+      allowed = "*"
+    elseif M.regex_find(origin, c.origin_regex, "ijo") then
+      allowed = origin
+    end
+  end
+  ngx_var.platform_cors_origin = allowed
+  if c.credentials then
+    ngx_var.platform_cors_credentials = "true"
+  end
+  if allowed ~= "" and ngx.req.get_method() == "OPTIONS" then
+    local header = ngx.header
+    header["Access-Control-Allow-Methods"] = c.methods
+    header["Access-Control-Allow-Headers"] = c.headers
+    header["Access-Control-Max-Age"] = c.max_age
+    header["Content-Type"] = "text/plain; charset=utf-8"
+    header["Content-Length"] = 0
+    return ngx.exit(ngx.HTTP_NO_CONTENT)
+  end
+  if c.expose ~= nil then
+    ngx_var.platform_cors_expose = c.expose
+  end
+end
+
+local REWRITE_BUFFER = {}
+
+local function rewrite(location, policy)
+  local m = re_match(ngx_var.uri, location.rewrite, "jo")
+  if m == nil then
     return
   end
+  local parts = policy.rewrite_parts
+  local buffer = REWRITE_BUFFER
+  for i = 1, #parts do
+    local part = parts[i]
+    if type(part) == "number" then
+      buffer[i] = m[part] or ""
+    else
+      buffer[i] = part
+    end
+  end
+  local target = table.concat(buffer, "", 1, #parts)
+  if target:find("^https?://") then
+    local args = ngx_var.args
+    if args ~= nil and not policy.rewrite_query then
+      target = target .. "?" .. args
+    end
+    return ngx.redirect(target, ngx.HTTP_MOVED_TEMPORARILY)
+  end
+  if policy.rewrite_query then
+    local path, query = target:match("^([^?]*)%?(.*)$")
+    local args = ngx_var.args
+    if args ~= nil and args ~= "" then
+      query = query ~= "" and query .. "&" .. args or args
+    end
+    ngx.req.set_uri(path)
+    ngx.req.set_uri_args(query)
+  else
+    ngx.req.set_uri(target)
+  end
+end
+
+local function limits(routes, location, policy)
+  local addr = ngx_var.binary_remote_addr
+  if policy.rps > 0 and not limit.request(location.zone .. "r" .. addr, policy.rps, policy.burst) then
+    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+  end
+  if policy.connections > 0 then
+    local key = location.zone .. "c" .. addr
+    if not limit.acquire(key, policy.connections) then
+      return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    end
+    ngx.ctx.platform_conn = key
+  end
+end
+
+local function access_denied(policy)
+  local addr = ngx_var.binary_remote_addr
+  if policy.deny ~= nil and cidr.contains(policy.deny, addr) then
+    return true
+  end
+  return policy.allow ~= nil and not cidr.contains(policy.allow, addr)
+end
+
+--- rewrite_by_lua of `location /` (lane nil) and of each named lane.
+function M.route(lane)
   local routes = current()
-  local var = ngx.var
-  local host = M.find(routes, var.host)
-  if host == nil then
-    return
+  local host = M.find(routes, ngx_var.host)
+  local redirect = host.redirect
+  if redirect ~= nil then
+    ngx_var.proxy_upstream_name = "redirect"
+    return ngx.redirect(redirect.target, redirect.code)
   end
-  if host.hsts then
-    var.platform_router_hsts = var.platform_hsts or "" -- set on https only
-  end
-  local location = M.match(host, var.uri)
+  local location = M.match(host, ngx_var.uri)
   if location == nil then
-    return ngx.exec("@platform_router_404")
+    ngx_var.proxy_upstream_name = "default-404"
+    return ngx.exit(ngx.HTTP_NOT_FOUND)
   end
-  var.proxy_upstream_name = location.backend
-  if location.ssl_redirect and var.pass_access_scheme == "http" then
-    return ngx.redirect("https://" .. var.host .. routes.port_suffix .. var.request_uri, routes.redirect_code)
+  local policy = location.policy
+  ngx_var.proxy_upstream_name = location.name
+  if policy.proxy and lane == nil and not (policy.fast and balancer.plain(location.backend)) then
+    return ngx.exec(policy.lane)
   end
-  return ngx.exec("@platform_router")
+  if lane ~= nil and too_large(policy) then
+    return ngx.exit(ngx.HTTP_REQUEST_ENTITY_TOO_LARGE)
+  end
+  if policy.ssl_redirect and ngx_var.pass_access_scheme == "http" then
+    return ssl_redirect(routes)
+  end
+  if not policy.proxy then
+    return ngx.redirect(policy.redirect.target, policy.redirect.code)
+  end
+  if policy.cors ~= nil then
+    cors(policy)
+  end
+  if host.hsts and routes.hsts ~= nil and ngx_var.scheme == "https" then
+    ngx_var.platform_hsts = routes.hsts
+  end
+  if location.rewrite ~= nil then
+    rewrite(location, policy)
+  end
+  if policy.rps > 0 or policy.connections > 0 then
+    limits(routes, location, policy)
+  end
+  if (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
+    return ngx.exit(ngx.HTTP_FORBIDDEN)
+  end
+  if lane ~= nil then
+    ngx_var.platform_scheme = policy.scheme
+    ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
+    ngx.ctx.platform_timeouts = policy.timeouts
+    return balancer.access()
+  end
+end
+
+--- `location @platform_body`: `location /` refused a body over the global
+-- limit (nginx checks Content-Length before any rewrite phase). A route
+-- with a limit of its own goes on in its lane, the others get the 413.
+function M.body_refused()
+  local routes = current()
+  local location = M.match(M.find(routes, ngx_var.host), ngx_var.uri)
+  if location ~= nil and location.policy.proxy and not location.policy.fast then
+    return ngx.exec(location.policy.lane)
+  end
+  return ngx.exit(ngx.HTTP_REQUEST_ENTITY_TOO_LARGE)
+end
+
+--- log_by_lua of the named lanes.
+function M.log()
+  local ctx = ngx.ctx
+  local key = ctx.platform_conn
+  if key ~= nil then
+    limit.release(key)
+  end
+  balancer.log()
+end
+
+function M.init()
+  balancer = require("balancer")
+  limit = require("util.limit")
 end
 
 return M

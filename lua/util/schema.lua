@@ -358,20 +358,18 @@ function M.validate_certificates(data, deps)
   end)
 end
 
---- `data`: a free-form object of settings (`status_codes`, ...).
-function M.validate_general(data, deps)
-  return protect(function()
-    if type(data) ~= "table" or (next(data) ~= nil and is_array(data)) then
-      fail("data", "must be an object")
-    end
-    return data
-  end)
-end
-
 -- A literal URL path as the controller validates it (validate._PATH).
 local ROUTE_PATH = "^/[%w%._~!&%(%)%*%+,=:@%%/%-]*$"
-local ROUTE_MATCHES = { exact = true, prefix = true }
-local REDIRECT_CODES = { [301] = true, [302] = true, [307] = true, [308] = true }
+local REDIRECT_CODES = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
+local LANES = {
+  ["@platform_proxy_on"] = true, ["@platform_proxy_off"] = true,
+  ["@platform_grpc"] = true, ["@platform_grpcs"] = true,
+}
+local SCHEMES = { http = true, https = true }
+-- Redirect and rewrite targets: a path or an http(s) URL, no spaces or
+-- quotes (validate.redirect_target / rewrite_target).
+local TARGET = "^[^%s\"'\\]+$"
+local POLICY_ID = "^%x+$"
 
 local function required(obj, field, path, deps, read, ...)
   local value = read(obj, field, path, deps, ...)
@@ -381,35 +379,195 @@ local function required(obj, field, path, deps, read, ...)
   return value
 end
 
-local function check_route(value, path, deps)
+local function check_redirect(obj, field, path, deps, codes)
+  local value = opt_object(obj, field, path, deps)
+  if value == nil then
+    return nil
+  end
+  path = path .. "." .. field
+  local redirect = {
+    code = required(value, "code", path, deps, opt_integer, 301, 308),
+    target = required(value, "target", path, deps, opt_string),
+  }
+  if not (codes or REDIRECT_CODES)[redirect.code] then
+    fail(path .. ".code", "must be a redirect status")
+  end
+  if #redirect.target > 2048 or not redirect.target:match(TARGET) then
+    fail(path .. ".target", "must be a path or an http(s) URL")
+  end
+  return redirect
+end
+
+local function check_regex(value, path, deps)
+  local ok, err = deps.regex_ok(value)
+  if not ok then
+    fail(path, "invalid regex: " .. tostring(err))
+  end
+  return value
+end
+
+local function string_list(obj, field, path, deps, pattern)
+  local out = {}
+  for i, item in ipairs(opt_array(obj, field, path, deps)) do
+    if type(item) ~= "string" or (pattern and not item:match(pattern)) then
+      fail(path .. "." .. field .. "[" .. i .. "]", "must be a string")
+    end
+    out[i] = item
+  end
+  return out
+end
+
+local function check_cors(obj, path, deps)
+  local value = opt_object(obj, "cors", path, deps)
+  if value == nil then
+    return nil
+  end
+  path = path .. ".cors"
+  local cors = {
+    origin_regex = opt_string(value, "origin_regex", path, deps),
+    methods = required(value, "methods", path, deps, opt_string),
+    headers = required(value, "headers", path, deps, opt_string),
+    expose = opt_string(value, "expose", path, deps),
+    credentials = required(value, "credentials", path, deps, opt_boolean),
+    max_age = required(value, "max_age", path, deps, opt_integer, 0, 2^31),
+  }
+  if cors.origin_regex ~= nil then
+    check_regex(cors.origin_regex, path .. ".origin_regex", deps)
+  end
+  return cors
+end
+
+local function check_addresses(obj, field, path, deps)
+  local list = string_list(obj, field, path, deps, "^[%x%.:/]+$")
+  local compile = deps.cidr_ok
+  for i, item in ipairs(list) do
+    if compile ~= nil then
+      local ok, err = compile(item)
+      if not ok then
+        fail(path .. "." .. field .. "[" .. i .. "]", tostring(err))
+      end
+    end
+  end
+  return list
+end
+
+local function check_route_policy(value, path, deps)
+  if type(value) ~= "table" then
+    fail(path, "must be an object")
+  end
+  local policy = {
+    fast = required(value, "fast", path, deps, opt_boolean),
+    lane = required(value, "lane", path, deps, opt_string),
+    scheme = required(value, "scheme", path, deps, opt_string),
+    body_size = required(value, "body_size", path, deps, opt_integer, 0, 2^53),
+    upstream_vhost = required(value, "upstream_vhost", path, deps, opt_string),
+    ssl_redirect = required(value, "ssl_redirect", path, deps, opt_boolean),
+    redirect = check_redirect(value, "redirect", path, deps),
+    rewrite_target = opt_string(value, "rewrite_target", path, deps),
+    cors = check_cors(value, path, deps),
+    allow = check_addresses(value, "allow", path, deps),
+    deny = check_addresses(value, "deny", path, deps),
+    limit_rps = required(value, "limit_rps", path, deps, opt_integer, 0, 1e9),
+    limit_burst = required(value, "limit_burst", path, deps, opt_integer, 0, 1e12),
+    limit_connections = required(value, "limit_connections", path, deps, opt_integer, 0, 1e9),
+  }
+  if not LANES[policy.lane] then
+    fail(path .. ".lane", "must be one of the template's lanes")
+  end
+  if not SCHEMES[policy.scheme] then
+    fail(path .. ".scheme", "must be \"http\" or \"https\"")
+  end
+  if policy.upstream_vhost ~= "" and not policy.upstream_vhost:match("^[%w%.%-]+:?%d*$") then
+    fail(path .. ".upstream_vhost", "must be a host name with an optional port")
+  end
+  if policy.rewrite_target ~= nil and (#policy.rewrite_target > 2048 or not policy.rewrite_target:match(TARGET)) then
+    fail(path .. ".rewrite_target", "must be a path or an http(s) URL")
+  end
+  local timeouts = opt_array(value, "timeouts", path, deps)
+  if #timeouts ~= 3 then
+    fail(path .. ".timeouts", "must be [connect, send, read]")
+  end
+  for i = 1, 3 do
+    if not is_integer(timeouts[i]) or timeouts[i] < 1 or timeouts[i] > 86400 then
+      fail(path .. ".timeouts[" .. i .. "]", "must be seconds in [1, 86400]")
+    end
+  end
+  policy.timeouts = { timeouts[1], timeouts[2], timeouts[3] }
+  return policy
+end
+
+local function check_route(value, path, deps, policies)
   if type(value) ~= "table" then
     fail(path, "must be an object")
   end
   local route = {
-    path = required(value, "path", path, deps, opt_string),
-    match = required(value, "match", path, deps, opt_string),
-    backend = required(value, "backend", path, deps, opt_string),
-    ssl_redirect = required(value, "ssl_redirect", path, deps, opt_boolean),
+    backend = opt_string(value, "backend", path, deps),
+    policy = required(value, "policy", path, deps, opt_string),
+    rewrite = opt_string(value, "rewrite", path, deps),
+    zone = opt_string(value, "zone", path, deps),
   }
-  if #route.path > 1024 or not route.path:match(ROUTE_PATH) then
-    fail(path .. ".path", "must be a URL path starting with '/'")
+  local policy = policies[route.policy]
+  if policy == nil then
+    fail(path .. ".policy", "names no policy")
   end
-  if not ROUTE_MATCHES[route.match] then
-    fail(path .. ".match", "must be \"exact\" or \"prefix\"")
-  end
-  if route.match == "prefix" and route.path ~= "/" and route.path:sub(-1) == "/" then
-    fail(path .. ".path", "a prefix path has no trailing '/' (except \"/\")")
-  end
-  if not route.backend:match(NAME) then
+  if route.backend ~= nil and not route.backend:match(NAME) then
     fail(path .. ".backend", "must be a backend name")
+  end
+  if route.backend == nil and policy.redirect == nil then
+    fail(path .. ".backend", "a route needs a backend or a redirect")
+  end
+  if route.rewrite ~= nil then
+    check_regex(route.rewrite, path .. ".rewrite", deps)
+    if policy.rewrite_target == nil then
+      fail(path .. ".rewrite", "set without a rewrite_target")
+    end
+  end
+  if (policy.limit_rps > 0 or policy.limit_connections > 0) and (route.zone == nil or not route.zone:match("^%x+$")) then
+    fail(path .. ".zone", "a limited route needs a zone")
   end
   return route
 end
 
---- `data`: `{servers = {name = {hsts, locations = [{path, match, backend,
--- ssl_redirect}]}}, ssl_redirect = {code, port}}` (platformd.ingress.routes).
--- Strict: every field is required, a host lists at least one location and
--- no path twice for one match, so the router never guesses.
+local function check_host(value, path, deps, policies)
+  if type(value) ~= "table" then
+    fail(path, "must be an object")
+  end
+  local host = {
+    hsts = required(value, "hsts", path, deps, opt_boolean),
+    redirect = check_redirect(value, "redirect", path, deps),
+    exact = {},
+    prefix = {},
+    regex = {},
+  }
+  for _, kind in ipairs({ "exact", "prefix" }) do
+    for route_path, route in pairs(opt_object(value, kind, path, deps) or {}) do
+      local where = path .. "." .. kind .. "[" .. tostring(route_path) .. "]"
+      if type(route_path) ~= "string" or #route_path > 1024 or not route_path:match(ROUTE_PATH) then
+        fail(where, "must be keyed by a URL path starting with '/'")
+      end
+      if kind == "prefix" and route_path ~= "/" and route_path:sub(-1) == "/" then
+        fail(where, "a prefix path has no trailing '/' (except \"/\")")
+      end
+      host[kind][route_path] = check_route(route, where, deps, policies)
+    end
+  end
+  local last = math.huge
+  for i, item in ipairs(opt_array(value, "regex", path, deps)) do
+    local where = path .. ".regex[" .. i .. "]"
+    local route = check_route(item, where, deps, policies)
+    route.pattern = check_regex(required(item, "pattern", where, deps, opt_string), where .. ".pattern", deps)
+    route.length = required(item, "length", where, deps, opt_integer, 1, 1024)
+    if route.length > last then
+      fail(where .. ".length", "regex routes must come longest first")
+    end
+    last = route.length
+    host.regex[i] = route
+  end
+  return host
+end
+
+--- `data`: the route table (platformd.ingress.routes; docs/architecture.md).
+-- Strict: every field the router reads is checked, so it never guesses.
 function M.validate_routes(data, deps)
   return protect(function()
     if type(data) ~= "table" then
@@ -417,17 +575,25 @@ function M.validate_routes(data, deps)
     end
     local redirect = required(data, "ssl_redirect", "data", deps, opt_object)
     local out = {
-      servers = {},
+      hosts = {},
+      policies = {},
+      hsts = required(data, "hsts", "data", deps, opt_string),
       ssl_redirect = {
         code = required(redirect, "code", "data.ssl_redirect", deps, opt_integer, 301, 308),
         port = required(redirect, "port", "data.ssl_redirect", deps, opt_integer, 1, 65535),
       },
     }
-    if not REDIRECT_CODES[out.ssl_redirect.code] then
+    if not REDIRECT_CODES[out.ssl_redirect.code] or out.ssl_redirect.code == 303 then
       fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
     end
-    for name, server in pairs(required(data, "servers", "data", deps, opt_object)) do
-      local path = "data.servers[" .. tostring(name) .. "]"
+    for id, policy in pairs(required(data, "policies", "data", deps, opt_object)) do
+      if type(id) ~= "string" or not id:match(POLICY_ID) then
+        fail("data.policies", "must be keyed by hex ids")
+      end
+      out.policies[id] = check_route_policy(policy, "data.policies[" .. id .. "]", deps)
+    end
+    for name, host in pairs(required(data, "hosts", "data", deps, opt_object)) do
+      local path = "data.hosts[" .. tostring(name) .. "]"
       if type(name) ~= "string" then
         fail(path, "must be keyed by host name")
       end
@@ -435,26 +601,9 @@ function M.validate_routes(data, deps)
       if #name > 253 or not bare:match(HOSTNAME) or name ~= name:lower() then
         fail(path, "must be a lower-case host name or *.<domain>")
       end
-      if type(server) ~= "table" then
-        fail(path, "must be an object")
-      end
-      local entry = { hsts = required(server, "hsts", path, deps, opt_boolean), locations = {} }
-      local seen = {}
-      local locations = opt_array(server, "locations", path, deps)
-      if #locations == 0 then
-        fail(path .. ".locations", "must list at least one location")
-      end
-      for i, value in ipairs(locations) do
-        local route = check_route(value, path .. ".locations[" .. i .. "]", deps)
-        local key = route.match .. " " .. route.path
-        if seen[key] then
-          fail(path .. ".locations[" .. i .. "]", "duplicate " .. key)
-        end
-        seen[key] = true
-        entry.locations[i] = route
-      end
-      out.servers[name] = entry
+      out.hosts[name] = check_host(host, path, deps, out.policies)
     end
+    out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
     return out
   end)
 end

@@ -7,11 +7,12 @@ kinds of work, each served by its own ``BoundedFrequencyRunner``:
   spec or annotations, an IngressClass, a referenced Service or Secret, the
   ConfigMap; not an Ingress's status, which we write ourselves). It reads the
   whole state of the stores into one ``Snapshot``, translates it, and hands
-  the ``Configuration`` to ``DataPlane.apply``, which reloads nginx only when
-  the rendered shape changed. Full syncs are at least ``min_sync_interval``
-  apart (``--sync-rate-limit``), so a burst of 100 new Ingresses lands in one
-  or two reloads; at most ``resync_interval`` apart, which repairs anything
-  a fast path missed.
+  the ``Configuration`` to ``DataPlane.apply``, which pushes routes, backends
+  and certificates to Lua and reloads nginx only when global settings
+  changed. Full syncs are at least ``route_interval`` (10 ms) apart, so a
+  burst of changes is coalesced into a few pushes; at most
+  ``resync_interval`` apart, which repairs anything a fast path missed.
+  ``--sync-rate-limit`` bounds reloads only (``DataPlane.min_reload_interval``).
 * **endpoint sync** (``sync_endpoints``): only EndpointSlices of Services that
   Ingresses route to changed. It re-translates just the Ingresses that use
   those Services (``index_ingress_by_service``), takes the endpoints of the
@@ -97,8 +98,12 @@ class Recorder(Protocol):
 class ControllerOptions:
     """How the loop runs. Times in seconds.
 
-    ``min_sync_interval``: least time between two full syncs (1 /
-    ``--sync-rate-limit``; ingress-nginx's default rate 0.3/s gives 3.3 s).
+    ``route_interval``: least time between two full syncs: route changes
+    are coalesced over this (10 ms), as endpoint changes are over
+    ``endpoint_interval``. ``min_sync_interval``: least time between two
+    reloads (1 / ``--sync-rate-limit``; ingress-nginx's default rate 0.3/s
+    gives 3.3 s), enforced by the data plane (``min_reload_interval``),
+    since only global settings reload.
     ``resync_interval``: a full sync at least this often even when nothing
     changed (5 minutes: repairs a missed event without costing much at
     10,000 Ingresses). ``retry_interval``: a failed sync is tried again this
@@ -111,6 +116,7 @@ class ControllerOptions:
     translate: TranslateOptions = TranslateOptions()
     configmap: str | None = None  # "ns/name"
     min_sync_interval: float = 1 / 0.3
+    route_interval: float = 0.01
     resync_interval: float = 300.0
     retry_interval: float = 5.0
     endpoint_interval: float = 0.01
@@ -225,8 +231,8 @@ class Controller:
         self.configmaps = None
         if options.configmap:
             self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
-        self._full = BoundedFrequencyRunner("ingress-sync", self.sync, options.min_sync_interval,
-                                            max(options.resync_interval, options.min_sync_interval),
+        self._full = BoundedFrequencyRunner("ingress-sync", self.sync, options.route_interval,
+                                            max(options.resync_interval, options.route_interval),
                                             options.retry_interval, clock)
         self._fast = BoundedFrequencyRunner("ingress-endpoints", self.sync_endpoints, options.endpoint_interval,
                                             3600.0, max(options.retry_interval, options.endpoint_interval), clock)
@@ -364,6 +370,12 @@ class Controller:
             return
         self._record(result, config, translation, self.clock.monotonic() - started)
         self._tell(translation)
+        if result.ok and result.reload_in > 0:
+            # A global change came too soon after the last reload: the rest
+            # is served; apply again when the reload is allowed.
+            timer = threading.Timer(result.reload_in, self._full.run)
+            timer.daemon = True
+            timer.start()
         if not result.ok:
             raise SyncError(f"applying the configuration failed ({result.kind}): {result.error}")
         if self._on_synced is not None:

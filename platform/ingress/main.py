@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--default-backend-service", type=_namespaced, help="ns/name of the Service for unmatched requests")
     p.add_argument("--configmap", type=_namespaced, help="ns/name of the ConfigMap with global settings")
     p.add_argument("--sync-rate-limit", type=_positive_float, default=0.3,
-                   help="full syncs (and so reloads) per second at most (default 0.3)")
+                   help="nginx reloads (global settings only) per second at most (default 0.3); route changes are not limited")
     p.add_argument("--allow-snippet-annotations", action="store_true", help="accept *-snippet annotations")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
     p.add_argument("--external-nginx", action="store_true",
@@ -214,7 +214,8 @@ def make_dataplane(args: argparse.Namespace, registry):
     if len(str(runtime.socket).encode()) > 100:
         raise StartError(f"--state-dir {state_dir} is too long for a unix socket path")
     nginx = NginxProcess(NginxFiles(state_dir), timeouts=NGINX_TIMEOUTS)
-    return DataPlane(nginx, LuaClient(runtime.socket), runtime, registry, start_nginx=not args.external_nginx)
+    return DataPlane(nginx, LuaClient(runtime.socket), runtime, registry, start_nginx=not args.external_nginx,
+                     min_reload_interval=1.0 / args.sync_rate_limit)
 
 
 def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:

@@ -25,7 +25,6 @@ from typing import Any, Callable, Iterable, TypeVar
 import jinja2
 
 from platformd import paths as share_paths
-from platformd.ingress import gcpause
 from platformd.ingress import routes as routes_mod
 from platformd.ingress import view as view_model
 from platformd.ingress.model import Backend, Configuration
@@ -47,13 +46,12 @@ __all__ = [
     "canonical_json",
     "compact_due",
     "dynamic_sections",
-    "general_payload",
     "per_configuration",
     "render_nginx_conf",
     "section_checksum",
 ]
 
-SECTIONS = ("backends", "certificates", "general", "routes")
+SECTIONS = ("backends", "certificates", "routes")
 
 T = TypeVar("T")
 
@@ -68,53 +66,14 @@ def _environment(templates_dir: str) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    # A filter, not a function passed in: jinja calls a filter directly,
-    # a function through Context.call, which cost more than laying out
-    # every location at 30,000 locations.
-    environment.filters["location_body"] = _BodyLayout(environment)
     return environment
-
-
-class _BodyLayout:
-    """``nginx_location.j2`` laid out for a ``view.LocationBody``: the
-    ``location_body`` filter of one template environment.
-
-    Once per distinct body object (locations with equal settings share one,
-    see view.LocationBody, and the view reuses whole server views from one
-    configuration to the next), by identity, in two generations: an entry
-    is kept while used at least every other ``limit`` new bodies; each keeps
-    its body alive, so an id cannot be reused while it exists. A body's text
-    depends on nothing else, so a reused text is the text. Unlocked: a race
-    only lays a body out twice.
-    """
-
-    limit = 1 << 15
-
-    def __init__(self, environment: jinja2.Environment) -> None:
-        self._environment = environment
-        self._young: dict[int, tuple[view_model.LocationBody, str]] = {}
-        self._old: dict[int, tuple[view_model.LocationBody, str]] = {}
-
-    def __call__(self, body: view_model.LocationBody) -> str:
-        hit = self._young.get(id(body))
-        if hit is None:
-            hit = self._old.pop(id(body), None)
-            if hit is None:
-                # The template ends with a newline of its own.
-                text = self._environment.get_template("nginx_location.j2").render(loc=body).removesuffix("\n")
-                hit = (body, text)
-            self._young[id(body)] = hit
-            if len(self._young) > self.limit:
-                self._old, self._young = self._young, {}
-        return hit[1]
 
 
 def render_nginx_conf(
     config: Configuration, runtime: view_model.RuntimePaths, templates_dir: Path | None = None
 ) -> str:
     """nginx.conf text for ``config``. Raises ``ValidationError`` for a bad value."""
-    with gcpause.paused:
-        view = view_model.build(config, runtime)
+    view = view_model.build(config, runtime)
     environment = _environment(str(templates_dir or share_paths.templates_dir()))
     return environment.get_template("nginx.conf.j2").render(v=view)
 
@@ -351,10 +310,6 @@ def certificates_payload(config: Configuration) -> dict[str, Any]:
     return {"servers": dict(sorted(servers.items())), "certificates": dict(sorted(pems.items())), "default": default}
 
 
-def general_payload(config: Configuration) -> dict[str, Any]:
-    return {"status_codes": {"no_endpoints": 503}}
-
-
 @dataclass(frozen=True)
 class DynamicSection:
     """A section as posted: ``body`` is the canonical JSON of its payload.
@@ -454,19 +409,12 @@ def _plain_section(name: str, payload: Any) -> DynamicSection:
     return DynamicSection(name, hashlib.sha256(body).hexdigest(), plain=body)
 
 
-_routes_encoded: tuple[object, DynamicSection | None] = (None, None)  # (payload object, its section)
+# The route table's cache (reused host entries); see routes.RouteTable.
+_route_table = routes_mod.RouteTable()
 
 
 def _routes_section(config: Configuration) -> DynamicSection:
-    # routes.payload returns the same object while the routes are unchanged
-    # (e.g. across endpoint changes): encode and hash it once, not per push.
-    global _routes_encoded
-    payload = routes_mod.payload(config)
-    cached_payload, section = _routes_encoded
-    if cached_payload is not payload or section is None:
-        section = _plain_section("routes", payload)
-        _routes_encoded = (payload, section)
-    return section
+    return _plain_section("routes", _route_table.payload(config))
 
 
 def _dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:
@@ -474,6 +422,5 @@ def _dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:
         "routes": lambda: _routes_section(config),
         "backends": lambda: _backends_section(config),
         "certificates": lambda: _plain_section("certificates", certificates_payload(config)),
-        "general": lambda: _plain_section("general", general_payload(config)),
     }
     return tuple(sections[name]() for name in SECTIONS)

@@ -1,184 +1,281 @@
-"""The ``routes`` section: hosts the Lua router may serve before a reload.
+"""The ``routes`` section: the whole route table of the Lua router, as data.
 
-A new host has no server block in the running nginx.conf, so its requests
-land in the catch-all server until the reload that renders it (seconds to
-tens of seconds with thousands of hosts). The catch-all asks the router
-(lua/router.lua) first; it serves the hosts this section lists, so a new
-host needs only a dynamic push. Hosts with a server block never reach the
-catch-all, so listing every routable desired host is harmless and keeps
-this a pure function of the Configuration.
+nginx.conf has no server or location per Ingress (``view.py``); every
+request is matched by lua/router.lua against this table. Everything a
+request needs is decided here, once per change, and shipped as data: the
+matching order (Exact, then the longest Prefix, then on hosts with Regex
+paths the regexes longest first, a Prefix winning a tie, then Prefix
+``/``), the regex anchors, each route's effective settings (globals
+folded in) and which of the template's lanes proxies it. The router only
+looks up and applies (docs/architecture.md, "Data plane protocol").
 
-The router can serve a location exactly only if the location is *plain*:
-an Exact or Prefix path to a backend, whose rendered body (``view.LocationBody``)
-equals that of a location with no settings of its own, and whose backend
-needs no Lua hooks besides the balancer. Comparing rendered bodies rather
-than listing annotations means any setting that renders a directive
-(rewrite-target, CORS, allowlists, limits, timeouts, body size, gRPC, a new
-annotation tomorrow...) makes a location unroutable by default. A host is
-listed only if *all* its locations are plain and it has no host redirect: a
-host served partly by the router and partly by the catch-all's own
-locations would be wrong. Unlisted hosts wait for the reload.
+Payload::
 
-Payload (docs/architecture.md, "Data plane protocol")::
-
-    {"servers": {"<name>": {"hsts": bool, "locations": [
-        {"path": "/api", "match": "exact" | "prefix", "backend": "<name>", "ssl_redirect": bool}]}},
+    {"hosts": {"<name>": host}, "default": host,      # the catch-all
+     "policies": {"<id>": policy},                     # shared by equal settings
+     "hsts": "max-age=...; includeSubDomains" | "",    # sent on https to hsts hosts
      "ssl_redirect": {"code": 308, "port": 443}}
+    host = {"hsts": bool, "redirect": {"code", "target"} | null,
+            "exact": {"/p": route}, "prefix": {"/p": route},   # canonical prefix: no trailing "/"
+            "regex": [route + {"pattern", "length"}, ...]}      # in matching order
+    route = {"backend": "<name>" | null, "policy": "<id>",
+             "rewrite": "<PCRE for rewrite-target>" | null, "zone": "<limit key>" | null}
+    policy = {"fast", "lane", "scheme", "body_size" (bytes, 0 = unlimited),
+              "timeouts": [connect, send, read], "upstream_vhost", "ssl_redirect",
+              "redirect": {"code", "target"} | null, "rewrite_target": str | null,
+              "cors": {...} | null, "allow": [cidr], "deny": [cidr],
+              "limit_rps", "limit_burst", "limit_connections"}
 
-Names are a server's hostname and aliases (``*.example.com`` for a
-wildcard, which covers exactly one label, as rendered). Prefix paths are
-sent in their canonical form (``model.prefix_base``).
+Names are a server's hostname and aliases (``*.example.com`` covers
+exactly one label). ``fast``: the route's settings equal the defaults
+``location /`` is rendered with, so it is proxied there unless its backend
+needs the balancer's access or log phase (lua/balancer.lua decides that);
+``lane`` is the named location that proxies it otherwise.
+
+``RouteTable`` keeps the host entry of each Server object of the last two
+configurations (the translator reuses the Server objects of unchanged
+hosts), so a change re-encodes only the hosts it touched.
 """
 
 from __future__ import annotations
 
-import itertools
-import operator
+import hashlib
+import json
+import re
 import threading
-from dataclasses import dataclass
 from typing import Any
 
-from platformd.ingress import gcpause, view
-from platformd.ingress.model import Backend, Configuration, GlobalSettings, PathMatch, Server, prefix_base
+from platformd.ingress import validate as v
+from platformd.ingress.model import (
+    BackendProtocol,
+    Configuration,
+    Cors,
+    GlobalSettings,
+    Location,
+    PathMatch,
+    Server,
+    prefix_base,
+)
 
-__all__ = ["payload"]
+__all__ = ["RouteTable", "payload"]
 
-_ROUTABLE = (PathMatch.EXACT, PathMatch.PREFIX)
-
-
-@dataclass(frozen=True)
-class _Host:
-    """A server whose locations are all plain; listed unless a backend needs Lua hooks."""
-
-    names: tuple[str, ...]
-    entry: dict[str, Any]
-    backends: frozenset[str]
-
-
-def payload(config: Configuration) -> dict[str, Any]:
-    """The routes section for ``config`` (see module docstring).
-
-    The same object is returned while the servers, the settings and the
-    set of backends needing Lua hooks are unchanged (an endpoint change
-    keeps all three), so callers may cache what they derive from it by
-    identity. Callers must not modify it.
-    """
-    with gcpause.paused:  # see gcpause: two thirds of a cold section otherwise
-        candidates = _memo.candidates(config)
-        hooked = _memo.hooked(config.backends)
-        return _memo.payload(candidates, hooked, config.settings)
+_LANES = {
+    BackendProtocol.GRPC: "@platform_grpc",
+    BackendProtocol.GRPCS: "@platform_grpcs",
+}
+_UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 
 
-def _plain_host(server: Server, bodies: view.Bodies) -> _Host | None:
-    if server.redirect is not None or not server.locations:
+def size_bytes(text: str) -> int:
+    """An nginx size ("1m", "512k", "0") in bytes."""
+    text = v.size("size", text)
+    if text[-1] in _UNITS:
+        return int(text[:-1]) * _UNITS[text[-1]]
+    return int(text)
+
+
+def hsts_value(settings: GlobalSettings) -> str:
+    hsts = settings.tls.hsts
+    if not hsts.enabled:
+        return ""
+    value = f"max-age={hsts.max_age}"
+    if hsts.include_subdomains:
+        value += "; includeSubDomains"
+    if hsts.preload:
+        value += "; preload"
+    return value
+
+
+def _cors(cors: Cors) -> dict[str, Any]:
+    origins = [v.cors_origin("cors.allow_origins", o) for o in cors.allow_origins]
+    origin_regex = None
+    if "*" not in origins:
+        alternatives = "|".join(re.escape(o).replace(r"\*", "[A-Za-z0-9-]+") for o in origins)
+        origin_regex = f"^(?:{alternatives})$"
+    return {
+        "origin_regex": origin_regex,
+        "methods": ", ".join(cors.allow_methods),
+        "headers": ", ".join(cors.allow_headers),
+        "expose": ", ".join(cors.expose_headers) if cors.expose_headers else None,
+        "credentials": cors.allow_credentials,
+        "max_age": cors.max_age,
+    }
+
+
+def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
+    """The effective settings of ``loc`` (globals folded in), as the router applies them."""
+    proxy = loc.proxy
+    timeouts = [proxy.timeouts.connect or settings.timeouts.connect,
+                proxy.timeouts.send or settings.timeouts.send,
+                proxy.timeouts.read or settings.timeouts.read]
+    buffering = settings.buffering if proxy.buffering is None else proxy.buffering
+    body_size = size_bytes(proxy.body_size or settings.body_size)
+    limit = loc.rate_limit
+    fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
+            and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
+            and body_size == size_bytes(settings.body_size) and not proxy.upstream_vhost
+            and not limit.connections)
+    redirect = None
+    if loc.redirect is not None:
+        redirect = {"code": loc.redirect.code,
+                    "target": v.redirect_target("redirect.target", loc.redirect.target)}
+    return {
+        "fast": fast,
+        "lane": _LANES.get(proxy.protocol, "@platform_proxy_" + ("on" if buffering else "off")),
+        "scheme": "https" if proxy.protocol is BackendProtocol.HTTPS else "http",
+        "body_size": body_size,
+        "timeouts": timeouts,
+        "upstream_vhost": proxy.upstream_vhost,
+        "ssl_redirect": loc.ssl_redirect,
+        "redirect": redirect,
+        "rewrite_target": (v.rewrite_target("rewrite_target", loc.rewrite_target)
+                           if loc.rewrite_target is not None else None),
+        "cors": _cors(loc.cors) if loc.cors is not None else None,
+        "allow": list(loc.access.allow),
+        "deny": list(loc.access.deny),
+        "limit_rps": limit.rps,
+        "limit_burst": limit.rps * limit.burst_multiplier,
+        "limit_connections": limit.connections,
+    }
+
+
+def _rewrite_pattern(loc: Location) -> str | None:
+    """The regex rewrite-target applies to $uri: the path itself for Regex
+    paths (case-insensitive, as the path matches), else the literal path."""
+    if loc.rewrite_target is None:
         return None
-    locations = []
-    for loc in server.locations:
-        if loc.match not in _ROUTABLE or loc.backend is None:
-            return None
-        if bodies.of(loc, server.hostname, server.tls) != bodies.plain(loc.match, server.tls, loc.ssl_redirect):
-            return None
-        path = prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path
-        locations.append({"path": path, "match": loc.match.value, "backend": loc.backend,
-                          "ssl_redirect": loc.ssl_redirect})
-    hsts = bodies.plain(PathMatch.PREFIX, server.tls, False).hsts
-    return _Host(server.names, {"hsts": hsts, "locations": locations},
-                 frozenset(loc["backend"] for loc in locations))
+    if loc.match is PathMatch.REGEX:
+        pattern = v.regex("path", loc.path)
+        return "(?i)" + (pattern if pattern.startswith("^") else "^" + pattern)
+    return "^" + re.escape(v.path("path", loc.path))
 
 
-class _Memo:
-    """Candidates per Server object and the last payload, reused while valid.
+def _zone(host: str, path: str) -> str:
+    return hashlib.sha256(f"{host}\x00{path}".encode()).hexdigest()[:16]
 
-    Every new Configuration (an endpoint change makes one) asks for this
-    section; walking every location again costs a tenth of a second at
-    10,000 Ingresses, and a new payload object makes the data plane encode
-    and hash it again. The translator reuses the Server objects of hosts
-    that did not change, so candidates are kept per Server object (those of
-    the last two configurations, dropped when the settings change), and the
-    payload while its candidates, settings and hooked backends are the same.
-    Each call works on its own snapshot of the memo, so concurrent calls
-    stay correct.
+
+class _Policies:
+    """Policy ids by settings: equal settings share one policy (most routes
+    have none of their own). Keyed by the settings objects' values."""
+
+    def __init__(self, settings: GlobalSettings) -> None:
+        self.settings = settings
+        self.by_key: dict[tuple, tuple[str, dict[str, Any]]] = {}
+
+    def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
+        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect)
+        hit = self.by_key.get(key)
+        if hit is None:
+            policy = _policy(loc, self.settings)
+            pid = hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest()[:16]
+            hit = self.by_key[key] = (pid, policy)
+        return hit
+
+
+def _host(name: str, locations: tuple[Location, ...], policies: _Policies, *, hsts: bool,
+          redirect: dict | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
+    """A host entry and the policies it uses."""
+    exact: dict[str, dict] = {}
+    prefix: dict[str, dict] = {}
+    regex: list[tuple[tuple, dict]] = []
+    used: dict[str, dict] = {}
+    for loc in locations:
+        try:
+            pid, policy = policies.id_of(loc)
+            backend = v.backend_name("backend", loc.backend) if loc.backend is not None else None
+            route = {"backend": backend, "policy": pid, "rewrite": _rewrite_pattern(loc),
+                     "zone": _zone(name, loc.path) if loc.rate_limit.enabled else None}
+            if loc.match is PathMatch.EXACT:
+                exact[v.path("path", loc.path)] = route
+            elif loc.match is PathMatch.PREFIX:
+                prefix[prefix_base(v.path("path", loc.path))] = route
+            else:
+                pattern = v.regex("path", loc.path)
+                route["pattern"] = pattern if pattern.startswith("^") else "^" + pattern
+                route["length"] = len(loc.path)
+                regex.append(((-len(loc.path), loc.path), route))
+        except v.ValidationError as exc:
+            raise exc.within(f"server[{name}].location[{loc.path}]") from None
+        used[pid] = policy
+    entry = {
+        "hsts": hsts,
+        "redirect": redirect,
+        "exact": exact,
+        "prefix": prefix,
+        "regex": [route for _, route in sorted(regex, key=lambda item: item[0])],
+    }
+    return entry, used
+
+
+def _server_entry(server: Server, policies: _Policies) -> tuple[dict[str, Any], dict[str, dict]]:
+    redirect = None
+    if server.redirect is not None:
+        redirect = {"code": server.redirect.code,
+                    "target": v.redirect_target("redirect.target", server.redirect.target)}
+    hsts = server.tls and policies.settings.tls.hsts.enabled
+    return _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
+
+
+def _default_entry(config: Configuration, policies: _Policies) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The catch-all: host-less rules, then the default backend as ``/`` (else 404)."""
+    locations = config.default_server_locations
+    has_root = any(loc.match is PathMatch.PREFIX and prefix_base(loc.path) == "/" for loc in locations)
+    if config.default_backend is not None and not has_root:
+        locations = (*locations, Location(path="/", backend=config.default_backend))
+    return _host("_", locations, policies, hsts=False)
+
+
+class RouteTable:
+    """Builds the routes payload, reusing the entry of each unchanged Server object.
+
+    Entries are kept per Server object (by identity, each entry holding its
+    Server so an id cannot be reused while the entry exists) for the last
+    two payloads, and dropped whole when the global settings change. The
+    result always equals a fresh build (tests/ingress/test_routes.py).
+    Thread-safe: each build works on a snapshot of the cache.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._recent: tuple[dict[int, tuple[Server, _Host | None]], ...] = ()
         self._settings: GlobalSettings | None = None
-        self._payload: tuple[tuple[_Host, ...], frozenset[str], GlobalSettings, dict[str, Any]] | None = None
-        self._last: tuple[tuple[Server, ...], GlobalSettings, tuple[_Host, ...]] | None = None
-        # The last backends tuple asked about, whether each needs hooks, and the names that do.
-        self._hooks: tuple[tuple[Backend, ...], list[bool], frozenset[str]] | None = None
+        self._recent: tuple[dict[int, tuple], ...] = ()
+        self._policies: _Policies | None = None
 
-    def candidates(self, config: Configuration) -> tuple[_Host, ...]:
+    def payload(self, config: Configuration) -> dict[str, Any]:
+        settings = config.settings
         with self._lock:
-            recent, settings, last = self._recent, self._settings, self._last
-        if last is not None and last[0] is config.servers and last[1] is config.settings:
-            return last[2]  # e.g. an endpoint change: the same servers tuple
-        if settings is not config.settings and settings != config.settings:
-            recent = ()
-        # Hooks are checked per backend in ``payload``; here every location
-        # is compared with a plain one as if its backend had none.
-        bodies = view.Bodies(config, phases={})
-        used: dict[int, tuple[Server, _Host | None]] = {}
+            recent, policies = self._recent, self._policies
+            if policies is None or not (self._settings is settings or self._settings == settings):
+                recent, policies = (), _Policies(settings)
+        hosts: dict[str, dict] = {}
+        used_policies: dict[str, dict] = {}
+        used: dict[int, tuple] = {}
         for server in config.servers:
-            hit = next((c[id(server)] for c in recent if id(server) in c), None)
+            hit = None
+            for cache in recent:
+                hit = cache.get(id(server))
+                if hit is not None:
+                    break
             if hit is None or hit[0] is not server:
-                hit = (server, _plain_host(server, bodies))
+                hit = (server, *_server_entry(server, policies))
             used[id(server)] = hit
-        candidates = tuple(host for _, host in used.values() if host is not None)
+            _, entry, its_policies = hit
+            used_policies.update(its_policies)
+            for name in server.names:
+                hosts[name] = entry
+        default, its_policies = _default_entry(config, policies)
+        used_policies.update(its_policies)
         with self._lock:
-            self._recent, self._settings = (used, *recent[:1]), config.settings
-            self._last = (config.servers, config.settings, candidates)
-        return candidates
-
-    def hooked(self, backends: tuple[Backend, ...]) -> frozenset[str]:
-        """Names of ``backends`` needing Lua hooks. An endpoint change replaces
-        a few Backend objects in place in a tuple of 20,000: only the positions
-        holding other objects than last time are looked at (found in C)."""
-        with self._lock:
-            last = self._hooks
-        if last is not None and len(last[0]) == len(backends):
-            previous, needs, names = last
-            changed = list(itertools.compress(itertools.count(), map(operator.is_not, previous, backends)))
-            if len(changed) * 4 < len(backends):
-                needs = list(needs)
-                same = True
-                for i in changed:
-                    need = view.needs_lua_hooks(backends[i])
-                    same = same and need == needs[i] and (not need or backends[i].name == previous[i].name)
-                    needs[i] = need
-                if not same:
-                    names = frozenset(b.name for b, need in zip(backends, needs) if need)
-                self._remember_hooks((backends, needs, names))
-                return names
-        needs = [view.needs_lua_hooks(b) for b in backends]
-        names = frozenset(b.name for b, need in zip(backends, needs) if need)
-        self._remember_hooks((backends, needs, names))
-        return names
-
-    def _remember_hooks(self, hooks: tuple[tuple[Backend, ...], list[bool], frozenset[str]]) -> None:
-        with self._lock:
-            self._hooks = hooks
-
-    def payload(self, candidates: tuple[_Host, ...], hooked: frozenset[str],
-                settings: GlobalSettings) -> dict[str, Any]:
-        with self._lock:
-            cached = self._payload
-        if (cached is not None and cached[1] == hooked and len(cached[0]) == len(candidates)
-                and (cached[2] is settings or cached[2] == settings)
-                and all(map(operator.is_, cached[0], candidates))):
-            return cached[3]
-        servers: dict[str, Any] = {}
-        for host in candidates:
-            if host.backends & hooked:
-                continue
-            for name in host.names:
-                servers[name] = host.entry
-        result = {"servers": dict(sorted(servers.items())),
-                  "ssl_redirect": {"code": settings.tls.redirect_code, "port": settings.listen.https_port}}
-        with self._lock:
-            self._payload = (candidates, hooked, settings, result)
-        return result
+            self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
+        return {
+            "hosts": hosts,
+            "default": default,
+            "policies": used_policies,
+            "hsts": hsts_value(settings),
+            "ssl_redirect": {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
+        }
 
 
-_memo = _Memo()
+def payload(config: Configuration) -> dict[str, Any]:
+    """The routes section of ``config``, built afresh (see ``RouteTable``)."""
+    return RouteTable().payload(config)

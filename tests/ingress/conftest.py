@@ -105,7 +105,12 @@ class DataPlaneHarness:
         return client.get(url, headers=headers, **kwargs)
 
     def watch(self, interval: float = 0.05) -> None:
-        thread = threading.Thread(target=self.plane.loop, args=(self._stop_watch, interval), daemon=True)
+        """Call ``check`` as the controller's nginx watcher does (platformd.ingress.main)."""
+        def loop() -> None:
+            while not self._stop_watch.wait(interval):
+                self.plane.check()
+
+        thread = threading.Thread(target=loop, daemon=True)
         thread.start()
         self._watchers.append(thread)
 

@@ -110,7 +110,7 @@ def test_endpoint_changes_travel_as_deltas_and_traffic_follows(dataplane, backen
     lua = dataplane.plane.lua
     push_delta, push_section = lua.push_delta, lua.push_section
     lua.push_delta = lambda delta: sent.__setitem__("delta", sent["delta"] + 1) or push_delta(delta)
-    lua.push_section = lambda section: (section.name != "backends" or sent.__setitem__("full", sent["full"] + 1)
+    lua.push_section = lambda section: ((section.name == "backends" and sent.__setitem__("full", sent["full"] + 1))
                                         or push_section(section))
 
     apply(dataplane, site(Backend("app", endpoints=endpoints(b0)), *others))

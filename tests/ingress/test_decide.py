@@ -1,4 +1,4 @@
-"""Reload or dynamic update, decided on plain data."""
+"""Reload or dynamic update, decided on plain data: only global settings reload."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from platformd.ingress.decide import decide, shape
+from platformd.ingress.decide import decide
 from platformd.ingress.model import (
+    AccessControl,
     Backend,
+    Cors,
+    Listen,
+    RateLimit,
+    Redirect,
     Certificate,
     Configuration,
     Endpoint,
@@ -70,28 +75,50 @@ DYNAMIC_CHANGES = {
     "default certificate": lambda c: replace(c, default_certificate="ns/a"),
 }
 
-SHAPE_CHANGES = {
+# Every route change kind of the issue: data for the Lua router, no reload.
+ROUTE_CHANGES = {
     "location added": lambda c: with_server(c, locations=(*c.servers[0].locations, Location("/new", backend="svc"))),
+    "exact path": lambda c: with_server(c, locations=(*c.servers[0].locations, Location("/e", match="exact", backend="svc"))),
+    "regex path": lambda c: with_server(c, locations=(*c.servers[0].locations, Location("/r[0-9]+", match="regex", backend="svc"))),
+    "rewrite-target": lambda c: with_server(c, locations=(Location("/", backend="svc", rewrite_target="/x"), Location("/c", backend="canary"))),
     "timeout": lambda c: with_server(
         c, locations=(Location("/", backend="svc", proxy=ProxySettings(timeouts=Timeouts(read=5))), Location("/c", backend="canary"))
     ),
+    "proxy-body-size": lambda c: with_server(
+        c, locations=(Location("/", backend="svc", proxy=ProxySettings(body_size="8m")), Location("/c", backend="canary"))
+    ),
+    "gRPC backend": lambda c: with_server(
+        c, locations=(Location("/", backend="svc", proxy=ProxySettings(protocol="GRPC")), Location("/c", backend="canary"))
+    ),
+    "ssl-redirect": lambda c: with_server(c, locations=(Location("/", backend="svc", ssl_redirect=True), Location("/c", backend="canary"))),
+    "allowlist and limits": lambda c: with_server(c, locations=(
+        Location("/", backend="svc", access=AccessControl(allow=("10.0.0.0/8",)), rate_limit=RateLimit(rps=5, connections=2)),
+        Location("/c", backend="canary"))),
+    "CORS": lambda c: with_server(c, locations=(Location("/", backend="svc", cors=Cors()), Location("/c", backend="canary"))),
+    "redirect": lambda c: with_server(c, locations=(Location("/", redirect=Redirect("https://x.example/")), Location("/c", backend="canary"))),
     "alias": lambda c: with_server(c, aliases=("www.a.com",)),
-    "server added": lambda c: replace(c, servers=(*c.servers, Server("b.com"))),
-    "global": lambda c: replace(c, settings=GlobalSettings(keepalive_timeout=10)),
+    "server added": lambda c: replace(c, servers=(*c.servers, Server("b.com", locations=(Location("/", backend="svc"),)))),
+    "server removed": lambda c: replace(c, servers=()),
     "default backend": lambda c: replace(c, default_backend="svc"),
     "TLS host (HSTS)": lambda c: with_server(c, tls=True),
-    # Lua hooks of a location (view.lua_phases):
-    "canary removed (no access phase)": lambda c: with_backend(c, "svc", alternative_backends=()),
-    "EWMA (log phase)": lambda c: with_backend(c, "svc", load_balance="ewma"),
+    "canary removed": lambda c: with_backend(c, "svc", alternative_backends=()),
+    "EWMA": lambda c: with_backend(c, "svc", load_balance="ewma"),
     "affinity on a plain backend": lambda c: with_backend(c, "canary", session_affinity=SessionAffinity()),
     "catch-all location": lambda c: replace(c, default_server_locations=(Location("/x", backend="svc"),)),
+}
+DYNAMIC_CHANGES.update(ROUTE_CHANGES)
+
+SHAPE_CHANGES = {
+    "keepalive": lambda c: replace(c, settings=GlobalSettings(keepalive_timeout=10)),
+    "global body size": lambda c: replace(c, settings=GlobalSettings(body_size="2m")),
+    "ports": lambda c: replace(c, settings=replace(c.settings, listen=Listen(http_port=8080))),
 }
 
 
 def test_first_apply_reloads_and_pushes_everything():
     decision = decide(None, base())
     assert decision.reload
-    assert [s.name for s in decision.sections] == ["backends", "certificates", "general", "routes"]
+    assert [s.name for s in decision.sections] == ["backends", "certificates", "routes"]
 
 
 def test_nothing_changed_is_a_noop():
@@ -104,7 +131,6 @@ def test_dynamic_changes_need_no_reload(name):
     decision = decide(base(), desired)
     assert not decision.reload
     assert decision.sections
-    assert "general" not in [s.name for s in decision.sections]
 
 
 @pytest.mark.parametrize("name", sorted(DYNAMIC_CHANGES))
@@ -129,24 +155,16 @@ def test_shape_changes_reload(name):
 
 
 def test_shape_and_dynamic_change_together():
-    desired = DYNAMIC_CHANGES["endpoint added"](SHAPE_CHANGES["location added"](base()))
+    desired = DYNAMIC_CHANGES["endpoint added"](SHAPE_CHANGES["keepalive"](base()))
     decision = decide(base(), desired)
     assert decision.reload and [s.name for s in decision.sections] == ["backends"]
 
 
-def test_shape_drops_only_dynamic_parts():
-    s = shape(base())
-    assert s.backends == () and s.certificates == ()
-    assert s.servers[0].tls_certificate is None
-    assert s.servers[0].locations == base().servers[0].locations
-
-
-def test_sections_and_shape_are_computed_once_per_configuration():
+def test_sections_are_computed_once_per_configuration():
     from platformd.ingress.render import dynamic_sections
 
     config, twin = base(), base()
     assert dynamic_sections(config) is dynamic_sections(config)
-    assert shape(config) is shape(config)
     # Equal but distinct objects give equal (not shared) results.
     assert dynamic_sections(twin) == dynamic_sections(config)
     assert dynamic_sections(twin) is not dynamic_sections(config)

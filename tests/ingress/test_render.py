@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,19 +104,23 @@ def test_contract_hooks_are_rendered():
         "lua_shared_dict platform_configuration 64m;",
         "lua_shared_dict platform_certificates 32m;",
         "lua_shared_dict platform_balancer 16m;",
+        "lua_shared_dict platform_limits 16m;",
         'init_by_lua_block { require("platform").init({ unavailable = { address = "127.0.0.2", port = 80 } }) }',
         "listen 127.0.0.2:80;",
         'init_worker_by_lua_block { require("platform").init_worker() }',
         'balancer_by_lua_block { require("balancer").balance() }',
-        'access_by_lua_block { require("balancer").access() }',
-        'log_by_lua_block { require("balancer").log() }',
+        'balancer_by_lua_block { require("balancer").balance_lane() }',
+        'rewrite_by_lua_block { require("router").route() }',
+        'rewrite_by_lua_block { require("router").route("@platform_proxy_on") }',
+        'log_by_lua_block { require("router").log() }',
         'ssl_client_hello_by_lua_block { require("certificate").call() }',
         'content_by_lua_block { require("configuration").call() }',
         'listen "unix:/var/lib/platformd/nginx-config.sock";',
         "proxy_pass http://upstream_balancer;",
-        "grpc_pass grpc://upstream_balancer;",
-        "proxy_pass https://upstream_balancer;",
-        'set $proxy_upstream_name "ns-api-80";',
+        "proxy_pass $platform_scheme://upstream_lane;",
+        "grpc_pass grpc://upstream_lane;",
+        "grpc_pass grpcs://upstream_lane;",
+        "error_page 413 = @platform_body;",
         f'lua_package_path "{paths.lua_dir()}/?.lua;',
     ):
         assert needle in text, needle
@@ -125,73 +130,19 @@ def locations_of(text: str) -> list[str]:
     return re.findall(r"^\s*location (.+?) \{$", text, flags=re.M)
 
 
-def test_path_semantics():
-    text = render.render_nginx_conf(rich_config(), runtime())
-    server = text.split('server_name "example.com" "www.example.com";')[1].split("\n    }\n")[0]
-    found = locations_of(server)
-    # A server with a Regex path: Prefix paths become element-wise regexes,
-    # tried longest first, a Prefix before a Regex of equal length.
-    assert found == [
-        '= "/api"',  # Exact /api wins over Prefix /api
-        '"/"',
-        '~* "^/foo(/|$)(.*)"',
-        '~ "^/grpc(?:/|$)"',
-        '~ "^/open(?:/|$)"',
-        '~ "^/api(?:/|$)"',
-        '~ "^/old(?:/|$)"',
-        '~ "^/tls(?:/|$)"',
-    ]
-    assert 'rewrite "(?i)^/foo(/|$)(.*)" "/$2" break;' in server
-
-
-def test_prefix_paths_without_regex_neighbours_stay_plain_prefixes():
-    config = Configuration(servers=(Server("example.com", locations=(
-        Location("/api", backend="b"), Location("/api", match=PathMatch.EXACT, backend="b"), Location("/old", backend="b"),
-    )),))
-    server = render.render_nginx_conf(config, runtime()).split('server_name "example.com";')[1]
-    found = locations_of(server.split("\n    }\n")[0])
-    # Exact /api wins over Prefix /api, whose exact half is left out;
-    # Prefix /old is element-wise: = /old and /old/ (not /oldfoo); no Prefix
-    # "/" of its own: a 404 instead of nginx's static files.
-    assert found == ['= "/api"', '"/api/"', '= "/old"', '"/old/"', '"/"']
-    assert "return 404;" in server.split('location "/" {')[1].split("}")[0]
-
-
-def test_location_settings_are_rendered():
-    text = render.render_nginx_conf(rich_config(), runtime())
-    api = text.split('location ~ "^/api(?:/|$)" {')[1].split("\n        }\n")[0]
-    for needle in (
-        "deny 10.9.0.0/16;",
-        "allow 10.0.0.0/8;",
-        "allow 192.168.1.1/32;",
-        "deny all;",
-        "limit_req zone=rps_",
-        "limit_conn conn_",
-        "proxy_connect_timeout 3s;",
-        "proxy_send_timeout 60s;",
-        "proxy_read_timeout 120s;",
-        "client_max_body_size 8m;",
-        "proxy_buffering on;",
-        'proxy_set_header Host "api.internal";',
-        "return 308 https://$host$request_uri;",
-        "add_header Access-Control-Expose-Headers \"X-Total\" always;",
-    ):
-        assert needle in api, needle
-    assert api.index("deny 10.9.0.0/16") < api.index("allow 10.0.0.0/8") < api.index("deny all")
-    assert re.search(r"limit_req_zone \$binary_remote_addr zone=rps_[0-9a-f]{16}:5m rate=10r/s;", text)
-    assert 'if ($http_origin ~* "^(?:https://[A-Za-z0-9-]+\\\\.example\\\\.org|https://app\\\\.example\\\\.com)$")' in api
-    assert 'return 301 "https://new.example.com/";' in text
-    assert 'return 302 "/app";' in text
-    assert r'server_name "~^[^.]+\\.wild\\.example\\.com$";' in text  # one label only
-
-
-def test_default_server_404_or_default_backend():
-    with_default = render.render_nginx_conf(rich_config(), runtime())
-    catch_all = with_default.split("server_name _;")[1].split("server {")[0]
-    assert 'set $proxy_upstream_name "ns-default-80";' in catch_all
-    assert "proxy_pass http://upstream_balancer;" in catch_all
-    bare = render.render_nginx_conf(Configuration(), runtime())
-    assert "return 404;" in bare.split("server_name _;")[1].split("server {")[0]
+def test_nginx_conf_has_a_fixed_set_of_lanes_whatever_the_routes():
+    """No server, location or zone per Ingress: the file depends on the
+    global settings alone, so 1 and 1,000 hosts give the same text."""
+    one = rich_config()
+    many = replace(one, servers=one.servers + tuple(
+        Server(f"h{i}.example.com", locations=(Location("/", backend="ns-web-80"),
+                                               Location(f"/p{i}", backend="ns-api-80", rate_limit=RateLimit(rps=i + 1))))
+        for i in range(1000)))
+    assert render.render_nginx_conf(many, runtime()) == render.render_nginx_conf(one, runtime())
+    assert render.render_nginx_conf(Configuration(), runtime()) == render.render_nginx_conf(one, runtime())
+    assert locations_of(render.render_nginx_conf(one, runtime())) == [
+        "/", "@platform_body", "@platform_proxy_on", "@platform_proxy_off", "@platform_grpc", "@platform_grpcs",
+        "/", "/configuration", "= /healthz", "= /platform-variables", "/"]
 
 
 def test_global_settings_are_rendered():
@@ -200,6 +151,9 @@ def test_global_settings_are_rendered():
         workers=Workers(processes=3, connections=1024),
         server_tokens=True,
         use_forwarded_headers=True,
+        body_size="2m",
+        timeouts=Timeouts(connect=5, send=60, read=30),
+        buffering=True,
     )
     text = render.render_nginx_conf(rich_config(**settings), runtime())
     for needle in (
@@ -209,9 +163,10 @@ def test_global_settings_are_rendered():
         "listen 8443 ssl http2 default_server",
         "server_tokens on;",
         "map $http_x_forwarded_proto $pass_access_scheme {",
-        "return 308 https://$host:8443$request_uri;",
         "ssl_protocols TLSv1.2 TLSv1.3;",
-        'https "max-age=31536000; includeSubDomains";',
+        "client_max_body_size 2m;",
+        "proxy_read_timeout 30s;",
+        "proxy_buffering on;\n            proxy_pass http://upstream_balancer;",
     ):
         assert needle in text, needle
     assert "user " not in text.split("worker_processes")[0]
@@ -323,123 +278,17 @@ def test_certificates_payload_maps_names_to_content_ids():
 def test_checksum_is_of_canonical_json():
     assert render.checksum({"b": 1, "a": [1, 2]}) == render.checksum({"a": [1, 2], "b": 1})
     sections = render.dynamic_sections(rich_config())
-    assert [s.name for s in sections] == ["backends", "certificates", "general", "routes"]
+    assert [s.name for s in sections] == ["backends", "certificates", "routes"]
     assert all(len(s.checksum) == 64 for s in sections)
 
 
-def test_view_revalidates_values_that_bypassed_the_model():
-    """A model object forged past its validators still never renders."""
+def test_routes_revalidate_values_that_bypassed_the_model():
+    """A model object forged past its validators still never reaches Lua."""
+    from platformd.ingress.routes import payload
+
     location = Location("/ok", backend="svc")
     object.__setattr__(location, "backend", 'svc"; } location /x { content_by_lua_block { os.exit() } #')
     config = Configuration(servers=(Server("a.com", locations=(location,)),))
     with pytest.raises(ValidationError) as err:
-        render.render_nginx_conf(config, runtime())
+        payload(config)
     assert err.value.field == "server[a.com].location[/ok].backend"
-
-    server = Server("b.com", locations=(Location("/", backend="svc"),))
-    object.__setattr__(server, "aliases", ("evil.com;\n",))
-    with pytest.raises(ValidationError, match="names"):
-        render.render_nginx_conf(Configuration(servers=(server,)), runtime())
-
-
-def test_lua_hooks_only_where_a_backend_needs_them():
-    """Plain backends are balanced by balancer_by_lua alone (view.lua_phases)."""
-    config = Configuration(
-        servers=(Server("example.com", locations=(
-            Location("/plain", backend="plain"),
-            Location("/hashed", backend="hashed"),
-            Location("/hashed-ewma", backend="hashed-ewma"),
-            Location("/sticky", backend="sticky"),
-            Location("/ewma", backend="ewma"),
-            Location("/canary", backend="primary"),
-            Location("/unknown", backend="unknown"),
-            Location("/grpc", backend="plain", proxy=ProxySettings(protocol=BackendProtocol.GRPC)),
-        )),),
-        backends=(
-            Backend("plain"),
-            Backend("hashed", upstream_hash_by="$request_uri", session_affinity=SessionAffinity()),
-            Backend("hashed-ewma", upstream_hash_by="$request_uri", load_balance="ewma"),  # consistent hashing wins
-            Backend("sticky", session_affinity=SessionAffinity()),
-            Backend("ewma", load_balance="ewma"),
-            Backend("primary", alternative_backends=("ewma-canary",)),
-            Backend("ewma-canary", load_balance="ewma", traffic_shaping_policy=TrafficShapingPolicy(weight=5)),
-        ),
-    )
-    text = render.render_nginx_conf(config, runtime())
-    hooks = {}
-    for path in ("plain", "hashed", "hashed-ewma", "sticky", "ewma", "canary", "unknown", "grpc"):
-        block = text.split(f'location "/{path}/" {{')[1].split("\n        }\n")[0]
-        hooks[path] = ("access_by_lua" in block, "log_by_lua" in block)
-    assert hooks == {
-        "plain": (False, False), "hashed": (False, False), "hashed-ewma": (False, False), "unknown": (False, False),
-        "sticky": (True, False), "ewma": (True, True), "canary": (True, True),
-        "grpc": (True, False),  # the 503 fallback server speaks HTTP/1.1 only
-    }
-
-
-def _location_block(text: str, match: str) -> str:
-    return text.split(f"location {match} {{")[1].split("\n        }\n")[0]
-
-
-def test_plain_locations_inherit_the_http_level_proxy_headers():
-    text = render.render_nginx_conf(rich_config(), runtime())
-    http_level = text.split("upstream upstream_balancer")[0]
-    for needle in (
-        "proxy_set_header Host $host;",
-        "proxy_set_header X-Forwarded-For $platform_forwarded_for;",
-        "proxy_set_header Connection $connection_upgrade;",
-        "proxy_http_version 1.1;",
-        "proxy_redirect off;",
-    ):
-        assert needle in http_level, needle
-    servers = text.split("upstream upstream_balancer")[1]
-    assert "proxy_http_version" not in servers and "proxy_redirect" not in servers
-    # A location with its own Host (upstream-vhost) repeats the whole list:
-    # nginx inherits proxy_set_header all or nothing.
-    api = _location_block(text, '~ "^/api(?:/|$)"')
-    assert 'proxy_set_header Host "api.internal";' in api
-    assert "proxy_set_header X-Forwarded-For $platform_forwarded_for;" in api
-    assert "proxy_set_header Upgrade $http_upgrade;" in api
-    # gRPC has its own directives, none at http level.
-    grpc = text.split("grpc_pass grpc://upstream_balancer;")[0].rsplit("location ", 1)[1]
-    assert "grpc_set_header Host $host;" in grpc and "grpc_set_header X-Request-ID $request_id;" in grpc
-    # Every other proxied location sets no request header of its own.
-    for block in servers.split("location ")[1:]:
-        if "proxy_pass" in block and "api.internal" not in block:
-            assert "proxy_set_header" not in block.split("\n        }\n")[0]
-
-
-def test_only_the_default_server_has_a_tls_context():
-    text = render.render_nginx_conf(rich_config(), runtime())
-    catch_all = text.split("server_name _;")[1].split("server {")[0]
-    assert text.count("ssl_certificate ") == 1 and "ssl_certificate " in catch_all
-    assert text.count("ssl_certificate_key ") == 1 and "ssl_certificate_key " in catch_all
-    assert text.count("ssl_client_hello_by_lua_block") == 1 and "ssl_client_hello_by_lua_block" in catch_all
-    assert "ssl_certificate_by_lua_block" not in text
-
-
-def test_reused_server_views_follow_settings_and_lua_hooks():
-    """Views are reused per Server object (view._ServerViews); what else a view
-    depends on (global settings, a backend's Lua hooks, rate-limit zones) still shows."""
-    server = Server("reuse.example", locations=(
-        Location("/", backend="b"),
-        Location("/limited", backend="b", rate_limit=RateLimit(rps=3)),
-    ))
-    first = Configuration(servers=(server,), backends=(Backend("b"),))
-    bigger = Configuration(servers=(server,), backends=(Backend("b"),), settings=GlobalSettings(body_size="9m"))
-    hooked = Configuration(servers=(server,), backends=(Backend("b", session_affinity=SessionAffinity()),))
-    texts = [render.render_nginx_conf(c, runtime()) for c in (first, bigger, hooked, first)]
-    assert "client_max_body_size 9m;" in texts[1] and "client_max_body_size 9m;" not in texts[0]
-    assert "access_by_lua_block" in texts[2].split("server_name \"reuse.example\"")[1]
-    assert "access_by_lua_block" not in texts[0].split("server_name \"reuse.example\"")[1]
-    assert all("limit_req_zone" in text for text in texts)  # a reused view still declares its zone
-    assert texts[3] == texts[0]
-
-
-def test_router_hooks_only_in_the_catch_all_server():
-    text = render.render_nginx_conf(rich_config(), runtime())
-    catch_all, _, named = text.partition("server_name _;")[2].partition("\n    server {")
-    assert 'rewrite_by_lua_block { require("router").route() }' in catch_all
-    assert "location @platform_router {" in catch_all and "location @platform_router_404 {" in catch_all
-    assert "require(\"router\")" not in named
-    assert "rewrite_by_lua_no_postpone on;" in text

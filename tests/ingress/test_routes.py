@@ -1,4 +1,4 @@
-"""The routes section: which hosts the Lua router may serve before a reload."""
+"""The route table shipped to the Lua router (routes.py), on plain data."""
 
 from __future__ import annotations
 
@@ -6,152 +6,144 @@ from dataclasses import replace
 
 import pytest
 
-from platformd.ingress import routes
 from platformd.ingress.model import (
     AccessControl,
     Backend,
     BackendProtocol,
     Configuration,
     Cors,
-    Endpoint,
     GlobalSettings,
-    Hsts,
-    Listen,
-    LoadBalance,
     Location,
     PathMatch,
     ProxySettings,
     RateLimit,
     Redirect,
     Server,
-    SessionAffinity,
     Timeouts,
-    Tls,
-    TrafficShapingPolicy,
 )
+from platformd.ingress.routes import RouteTable, payload
 
 
-def backends(*names: str) -> tuple[Backend, ...]:
-    return tuple(Backend(n, endpoints=(Endpoint("10.0.0.1", 80),)) for n in names)
+def host_config(*locations: Location, **server) -> Configuration:
+    return Configuration(servers=(Server("app.example.com", locations=locations, **server),))
 
 
-def config(*servers: Server, extra: tuple[Backend, ...] = (), settings: GlobalSettings = GlobalSettings()) -> Configuration:
-    used = {loc.backend for s in servers for loc in s.locations if loc.backend}
-    known = {b.name for b in extra}
-    return Configuration(servers=servers, backends=backends(*(used - known)) + extra, settings=settings)
+def policy_of(table: dict, route: dict) -> dict:
+    return table["policies"][route["policy"]]
 
 
-def listed(cfg: Configuration) -> dict:
-    return routes.payload(cfg)["servers"]
-
-
-def test_plain_host_is_listed_with_canonical_paths_for_every_name():
-    server = Server("app.example.com", aliases=("www.example.com",), locations=(
-        Location("/", backend="root"),
+def test_every_name_gets_the_host_with_canonical_paths():
+    config = Configuration(servers=(Server("app.example.com", aliases=("www.example.com",), locations=(
+        Location("/", backend="web"),
         Location("/api/", backend="api"),
-        Location("/exact", match=PathMatch.EXACT, backend="exact"),
+        Location("/api", match="exact", backend="exact"),
+    )), Server("*.wild.example.com", locations=(Location("/", backend="web"),))))
+    table = payload(config)
+    assert set(table["hosts"]) == {"app.example.com", "www.example.com", "*.wild.example.com"}
+    host = table["hosts"]["app.example.com"]
+    assert table["hosts"]["www.example.com"] == host
+    assert set(host["prefix"]) == {"/", "/api"}  # no trailing "/": matched element-wise
+    assert host["exact"]["/api"]["backend"] == "exact"
+    assert host["regex"] == []
+
+
+def test_regex_routes_come_longest_first_with_anchors():
+    table = payload(host_config(
+        Location("/", backend="root"),
+        Location("/v[0-9]+", match=PathMatch.REGEX, backend="short"),
+        Location("^/v[0-9]+/admin", match=PathMatch.REGEX, backend="long"),
+        Location("/version", backend="prefix"),
     ))
-    payload = routes.payload(config(server))
-    entry = {"hsts": False, "locations": [
-        {"path": "/exact", "match": "exact", "backend": "exact", "ssl_redirect": False},
-        {"path": "/api", "match": "prefix", "backend": "api", "ssl_redirect": False},
-        {"path": "/", "match": "prefix", "backend": "root", "ssl_redirect": False},
-    ]}
-    assert payload == {"servers": {"app.example.com": entry, "www.example.com": entry},
-                       "ssl_redirect": {"code": 308, "port": 443}}
+    host = table["hosts"]["app.example.com"]
+    assert [(r["pattern"], r["length"]) for r in host["regex"]] == [("^/v[0-9]+/admin", 15), ("^/v[0-9]+", 8)]
+    assert host["prefix"]["/version"]["backend"] == "prefix"
 
 
-def test_tls_host_carries_hsts_and_ssl_redirect():
-    server = Server("secure.example.com", tls=True, locations=(Location("/", backend="b", ssl_redirect=True),))
-    entry = listed(config(server))["secure.example.com"]
-    assert entry["hsts"] is True
-    assert entry["locations"][0]["ssl_redirect"] is True
-    settings = GlobalSettings(tls=Tls(hsts=Hsts(enabled=False), redirect_code=301), listen=Listen(https_port=8443))
-    payload = routes.payload(config(server, settings=settings))
-    assert payload["servers"]["secure.example.com"]["hsts"] is False
-    assert payload["ssl_redirect"] == {"code": 301, "port": 8443}
+def test_default_settings_take_the_fast_path_and_others_a_lane():
+    table = payload(host_config(
+        Location("/", backend="web"),
+        Location("/grpc", backend="g", proxy=ProxySettings(protocol=BackendProtocol.GRPC)),
+        Location("/tls", backend="t", proxy=ProxySettings(protocol=BackendProtocol.HTTPS)),
+        Location("/slow", backend="s", proxy=ProxySettings(timeouts=Timeouts(read=300))),
+        Location("/big", backend="b", proxy=ProxySettings(body_size="8m", buffering=True)),
+        Location("/vhost", backend="v", proxy=ProxySettings(upstream_vhost="api.internal")),
+        Location("/conn", backend="c", rate_limit=RateLimit(connections=2)),
+        Location("/cors", backend="c", cors=Cors(), access=AccessControl(allow=("10.0.0.0/8",))),
+    ))
+    prefix = table["hosts"]["app.example.com"]["prefix"]
+    lanes = {path: (policy_of(table, r)["fast"], policy_of(table, r)["lane"]) for path, r in prefix.items()}
+    assert lanes == {
+        "/": (True, "@platform_proxy_off"),
+        "/grpc": (False, "@platform_grpc"),
+        "/tls": (False, "@platform_proxy_off"),
+        "/slow": (False, "@platform_proxy_off"),
+        "/big": (False, "@platform_proxy_on"),
+        "/vhost": (False, "@platform_proxy_off"),
+        "/conn": (False, "@platform_proxy_off"),
+        "/cors": (True, "@platform_proxy_off"),  # CORS and allowlists are applied on the fast path too
+    }
+    assert policy_of(table, prefix["/tls"])["scheme"] == "https"
+    assert policy_of(table, prefix["/slow"])["timeouts"] == [5, 60, 300]
+    assert policy_of(table, prefix["/big"])["body_size"] == 8 * 1024 * 1024
+    assert policy_of(table, prefix["/"])["body_size"] == 1024 * 1024
 
 
-def test_wildcard_host_keeps_its_wildcard_name():
-    server = Server("*.example.com", locations=(Location("/", backend="b"),))
-    assert list(listed(config(server))) == ["*.example.com"]
+def test_equal_settings_share_one_policy():
+    table = payload(host_config(*(Location(f"/p{i}", backend="web") for i in range(50))))
+    assert len(table["policies"]) == 1
 
 
-NOT_PLAIN = {
-    "rewrite-target": Location("/a", backend="b", rewrite_target="/"),
-    "regex path": Location("/v[0-9]+", match=PathMatch.REGEX, backend="b"),
-    "timeouts": Location("/a", backend="b", proxy=ProxySettings(timeouts=Timeouts(read=5))),
-    "body size": Location("/a", backend="b", proxy=ProxySettings(body_size="8m")),
-    "buffering": Location("/a", backend="b", proxy=ProxySettings(buffering=True)),
-    "gRPC": Location("/a", backend="b", proxy=ProxySettings(protocol=BackendProtocol.GRPC)),
-    "HTTPS upstream": Location("/a", backend="b", proxy=ProxySettings(protocol=BackendProtocol.HTTPS)),
-    "upstream-vhost": Location("/a", backend="b", proxy=ProxySettings(upstream_vhost="internal.example")),
-    "allowlist": Location("/a", backend="b", access=AccessControl(allow=("10.0.0.0/8",))),
-    "rate limit": Location("/a", backend="b", rate_limit=RateLimit(rps=5)),
-    "CORS": Location("/a", backend="b", cors=Cors()),
-    "redirect": Location("/a", redirect=Redirect("https://example.com/")),
-}
+def test_tls_hosts_carry_hsts_and_the_redirect_settings():
+    table = payload(replace(host_config(Location("/", backend="web", ssl_redirect=True), tls=True),
+                            settings=GlobalSettings()))
+    host = table["hosts"]["app.example.com"]
+    assert host["hsts"] is True
+    assert table["hsts"] == "max-age=31536000; includeSubDomains"
+    assert policy_of(table, host["prefix"]["/"])["ssl_redirect"] is True
+    assert table["ssl_redirect"] == {"code": 308, "port": 443}
 
 
-@pytest.mark.parametrize("name", sorted(NOT_PLAIN))
-def test_a_host_with_one_unplain_location_waits_for_the_reload(name):
-    server = Server("mixed.example.com", locations=(Location("/", backend="plain"), NOT_PLAIN[name]))
-    other = Server("ok.example.com", locations=(Location("/", backend="plain"),))
-    assert list(listed(config(server, other))) == ["ok.example.com"]
+def test_redirects_rewrites_and_limits_are_data():
+    table = payload(host_config(
+        Location("/old", redirect=Redirect("https://new.example.com/", 301)),
+        Location("/api(/|$)(.*)", match=PathMatch.REGEX, backend="api", rewrite_target="/$2"),
+        Location("/lim", backend="web", rate_limit=RateLimit(rps=5, burst_multiplier=3)),
+        redirect=Redirect("https://www.example.com/", 308),
+    ))
+    host = table["hosts"]["app.example.com"]
+    assert host["redirect"] == {"code": 308, "target": "https://www.example.com/"}
+    old = host["prefix"]["/old"]
+    assert old["backend"] is None and policy_of(table, old)["redirect"] == {"code": 301, "target": "https://new.example.com/"}
+    (regex,) = host["regex"]
+    assert regex["rewrite"] == "(?i)^/api(/|$)(.*)"
+    lim = host["prefix"]["/lim"]
+    assert (policy_of(table, lim)["limit_rps"], policy_of(table, lim)["limit_burst"]) == (5, 15)
+    assert lim["zone"] and lim["zone"] != payload(replace(
+        host_config(Location("/lim2", backend="web", rate_limit=RateLimit(rps=5))))
+    )["hosts"]["app.example.com"]["prefix"]["/lim2"]["zone"]
 
 
-def test_host_redirect_and_empty_host_are_not_listed():
-    redirected = Server("old.example.com", redirect=Redirect("https://new.example.com/"),
-                        locations=(Location("/", backend="b"),))
-    empty = Server("empty.example.com")
-    assert listed(config(redirected, empty)) == {}
+def test_the_catch_all_serves_hostless_rules_then_the_default_backend():
+    config = Configuration(default_server_locations=(Location("/x", backend="x"),), default_backend="fallback")
+    default = payload(config)["default"]
+    assert default["prefix"]["/x"]["backend"] == "x"
+    assert default["prefix"]["/"]["backend"] == "fallback"
+    assert payload(Configuration())["default"]["prefix"] == {}
 
 
-@pytest.mark.parametrize("hooked", [
-    Backend("b", alternative_backends=("canary",)),
-    Backend("b", session_affinity=SessionAffinity()),
-    Backend("b", load_balance=LoadBalance.EWMA),
+@pytest.mark.parametrize("changes", [
+    lambda c: c,
+    lambda c: replace(c, servers=c.servers[1:]),
+    lambda c: replace(c, servers=(*c.servers, Server("new.example.com", locations=(Location("/", backend="n"),)))),
+    lambda c: replace(c, settings=GlobalSettings(body_size="5m")),
+    lambda c: replace(c, backends=(Backend("web"),)),
 ])
-def test_backends_needing_lua_hooks_are_not_routed(hooked):
-    server = Server("app.example.com", locations=(Location("/", backend="b"),))
-    canary = Backend("canary", traffic_shaping_policy=TrafficShapingPolicy(weight=10))
-    assert listed(config(server, extra=(hooked, canary))) == {}
-
-
-def test_consistent_hashing_needs_no_hook_and_is_routed():
-    server = Server("app.example.com", locations=(Location("/", backend="b"),))
-    assert "app.example.com" in listed(config(server, extra=(Backend("b", upstream_hash_by="$request_uri"),)))
-
-
-def test_the_same_payload_object_while_only_endpoints_change():
-    server = Server("app.example.com", locations=(Location("/", backend="b"),))
-    first = config(server)
-    moved = replace(first, backends=(Backend("b", endpoints=(Endpoint("10.0.0.2", 80),)),))
-    assert routes.payload(moved) is routes.payload(first)
-    hooked = replace(first, backends=(Backend("b", load_balance=LoadBalance.EWMA),))
-    assert routes.payload(hooked)["servers"] == {}
-    assert routes.payload(first)["servers"] != {}
-
-
-def test_a_backend_gaining_or_losing_hooks_in_a_big_set_is_noticed():
-    # Many backends, one replaced in place: the section looks only at the
-    # positions that hold other objects, and must still see hooks come and go.
-    servers = tuple(Server(f"h{i}.example.com", locations=(Location("/", backend=f"b{i}"),)) for i in range(12))
-    first = config(*servers)
-    assert len(listed(first)) == 12
-    at = [b.name for b in first.backends].index("b3")
-
-    def with_backend(cfg: Configuration, backend: Backend) -> Configuration:
-        items = list(cfg.backends)
-        items[at] = backend
-        return replace(cfg, backends=tuple(items))
-
-    hooked = with_backend(first, Backend("b3", load_balance=LoadBalance.EWMA))
-    assert "h3.example.com" not in listed(hooked) and len(listed(hooked)) == 11
-    plain_again = with_backend(hooked, Backend("b3", endpoints=(Endpoint("10.0.0.9", 80),)))
-    assert len(listed(plain_again)) == 12
-    # Hooked again, then an endpoint change of that same hooked backend: still out.
-    hooked_again = with_backend(plain_again, Backend("b3", load_balance=LoadBalance.EWMA))
-    moved = with_backend(hooked_again, Backend("b3", load_balance=LoadBalance.EWMA,
-                                               endpoints=(Endpoint("10.0.0.7", 80),)))
-    assert "h3.example.com" not in listed(moved)
+def test_a_reused_table_equals_a_fresh_one(changes):
+    config = Configuration(servers=tuple(
+        Server(f"h{i}.example.com", locations=(Location("/", backend="web"), Location(f"/p{i}", backend="api",
+                                                                                      proxy=ProxySettings(body_size="2m"))))
+        for i in range(5)))
+    table = RouteTable()
+    table.payload(config)
+    desired = changes(config)
+    assert table.payload(desired) == payload(desired)

@@ -181,6 +181,13 @@ def rendered(result: Translation) -> str:
     return render_mod.render_nginx_conf(result.configuration, RUNTIME)
 
 
+def routed(result: Translation) -> dict:
+    """The route table the Lua router gets for ``result`` (routes.py)."""
+    from platformd.ingress.routes import payload
+
+    return payload(result.configuration)
+
+
 # --- the builders themselves -------------------------------------------------------
 
 
@@ -188,7 +195,8 @@ def test_builders_give_a_servable_configuration():
     result = translate(ingress(rules=[rule("example.com", path("/"))]), web())
     assert result.problems == ()
     assert result.owned_ingresses == ("default/app",)
-    assert "example.com" in rendered(result)
+    assert "example.com" in routed(result)["hosts"]
+    assert "server_name _;" in rendered(result)
 
 
 def test_snapshot_is_read_only():

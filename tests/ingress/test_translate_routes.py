@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -15,6 +16,7 @@ from tests.ingress.test_translate_fixtures import (
     path,
     reasons,
     rendered,
+    routed,
     rule,
     service,
     translate,
@@ -50,16 +52,15 @@ def test_path_types(desc, item, annotations, expected):
     assert not [r for r in reasons(result) if r != "UnsupportedAnnotation"]
 
 
-def test_prefix_is_element_wise_and_exact_beats_prefix_in_the_rendered_config():
+def test_prefix_is_element_wise_and_exact_beats_prefix_in_the_route_table():
     result = translate(
         ingress(rules=[rule("example.com", path("/foo/", service="web"), path("/foo", path_type="Exact", service="api"))]),
         SERVICES,
     )
-    text = rendered(result)
-    block = text.split('server_name "example.com";')[1]
-    assert 'location = "/foo" {\n            set $proxy_upstream_name "default-api-80";' in block
-    assert 'location "/foo/" {\n            set $proxy_upstream_name "default-web-80";' in block
-    assert 'location "/foo" {' not in block  # /foo would also match /foobar
+    host = routed(result)["hosts"]["example.com"]
+    assert host["exact"]["/foo"]["backend"] == "default-api-80"
+    # Canonical prefix: the router matches it element-wise (/foo, /foo/...; not /foobar).
+    assert host["prefix"]["/foo"]["backend"] == "default-web-80"
 
 
 def test_regex_paths_render_anchored_case_insensitive():
@@ -68,9 +69,10 @@ def test_regex_paths_render_anchored_case_insensitive():
                 annotations={"rewrite-target": "/$2"}),
         SERVICES,
     )
-    text = rendered(result)
-    assert 'location ~* "^/api(/|$)(.*)" {' in text
-    assert 'rewrite "(?i)^/api(/|$)(.*)" "/$2" break;' in text
+    (route,) = routed(result)["hosts"]["example.com"]["regex"]
+    assert route["pattern"] == "^/api(/|$)(.*)"  # the router matches it case-insensitively
+    assert route["rewrite"] == "(?i)^/api(/|$)(.*)"
+    assert routed(result)["policies"][route["policy"]]["rewrite_target"] == "/$2"
 
 
 @pytest.mark.parametrize("bad", ["/a b", "/x;y", "/$host", "foo", '/a"b'])
@@ -98,7 +100,7 @@ def test_invalid_regex_is_left_out():
 def test_hosts_are_lower_cased_and_wildcards_kept():
     result = translate(ingress(rules=[rule("Example.COM", path("/")), rule("*.Apps.example.com", path("/"))]), SERVICES)
     assert sorted(s.hostname for s in result.configuration.servers) == ["*.apps.example.com", "example.com"]
-    assert r'server_name "~^[^.]+\\.apps\\.example\\.com$";' in rendered(result)
+    assert set(routed(result)["hosts"]) == {"*.apps.example.com", "example.com"}
 
 
 def test_invalid_host_costs_only_its_rule():
@@ -155,7 +157,8 @@ def test_no_default_backend_means_404():
     result = translate(ingress(rules=[rule("example.com", path("/a"))]), SERVICES)
     assert result.configuration.default_backend is None
     assert set(locations(result, "example.com")) == {("prefix", "/a")}
-    assert "return 404;" in rendered(result).split("server_name _;")[1].split("server {")[0]
+    default = routed(result)["default"]
+    assert default["exact"] == default["prefix"] == {} and default["regex"] == []  # the router answers 404
 
 
 def test_spec_default_backend_of_an_ingress_without_rules_is_the_catch_all():
@@ -209,8 +212,8 @@ def test_hostless_root_rule_is_the_catch_all_and_other_hostless_paths_are_its_lo
     assert [(loc.match.value, loc.path, loc.backend) for loc in config.default_server_locations] == [
         ("prefix", "/x", "default-web-80")]
     assert {b.name for b in config.backends} == {"default-api-80", "default-web-80"}
-    server = rendered(result).split("server_name _;")[1].split("server {")[0]
-    assert 'location "/x/" {' in server and 'set $proxy_upstream_name "default-web-80";' in server
+    default = routed(result)["default"]
+    assert default["prefix"]["/x"]["backend"] == "default-web-80"
 
 
 def test_hostless_root_rule_with_annotations_is_a_catch_all_location():
@@ -261,7 +264,7 @@ def test_equal_snapshots_in_any_order_give_equal_results():
         random.Random(seed).shuffle(shuffled)
         result = translate(*shuffled)
         results.add(result)
-        texts.add(rendered(result))
+        texts.add(json.dumps(routed(result), sort_keys=True) + rendered(result))
     assert len(results) == 1 and len(texts) == 1
 
 

@@ -18,7 +18,7 @@ from tests.ingress.test_translate_fixtures import (
     ingress,
     path,
     reasons,
-    rendered,
+    routed,
     rule,
     server,
     tls_secret,
@@ -144,7 +144,10 @@ def test_https_redirects(desc, with_tls, annotations, default, expected):
         objects.append(configmap({"ssl-redirect": default}))
     result = translate(*objects)
     assert server(result, "example.com").locations[0].ssl_redirect is expected
-    assert ("return 308 https://$host$request_uri;" in rendered(result)) is expected
+    table = routed(result)
+    route = table["hosts"]["example.com"]["prefix"]["/"]
+    assert table["policies"][route["policy"]]["ssl_redirect"] is expected
+    assert table["ssl_redirect"] == {"code": 308, "port": 443}
 
 
 def test_default_ssl_certificate_is_checked_and_carried():
@@ -181,7 +184,5 @@ def test_tls_hosts_get_hsts_whether_or_not_their_secret_is_usable(with_secret):
         objects.append(tls_secret())
     result = translate(*objects)
     assert server(result, "example.com").tls and not server(result, "plain.example.com").tls
-    text = rendered(result)
-    secure = text.split('server_name "example.com";')[1].split("\n    }\n")[0]
-    plain = text.split('server_name "plain.example.com";')[1].split("\n    }\n")[0]
-    assert "Strict-Transport-Security" in secure and "Strict-Transport-Security" not in plain
+    hosts = routed(result)["hosts"]
+    assert hosts["example.com"]["hsts"] and not hosts["plain.example.com"]["hsts"]

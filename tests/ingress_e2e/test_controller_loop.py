@@ -1,7 +1,7 @@
 """The sync loop on a manifest folder and a recording data plane (no nginx).
 
 Covers the loop's own rules: the first sync waits for the caches; full syncs
-are rate-limited and merge bursts; endpoint-only changes take the fast path
+are coalesced over ``route_interval`` and merge bursts; endpoint-only changes take the fast path
 (no full translation, only backends change) and give exactly what a full
 translation gives; cases the fast path cannot stand for fall back to a full sync.
 """
@@ -17,7 +17,7 @@ from platformd.common.filesource import FileSource
 from platformd.common.informer import InformerFactory
 from platformd.ingress.controller import Controller, ControllerOptions
 from platformd.ingress.dataplane import ApplyResult
-from platformd.ingress.decide import shape
+from platformd.ingress.decide import needs_reload
 from tests.ingress_e2e import objects as o
 from tests.ingress_e2e.conftest import wait_for
 
@@ -32,7 +32,7 @@ class RecordingPlane:
 
     def apply(self, config) -> ApplyResult:
         with self._lock:
-            kind = "reload" if self.running is None or shape(self.running) != shape(config) else "dynamic"
+            kind = "reload" if needs_reload(self.running, config) else "dynamic"
             self.applies.append((time.monotonic(), kind, config))
             self.running = config
             return ApplyResult(kind)
@@ -132,7 +132,7 @@ def _slice(i: int, address: str) -> dict:
 
 def test_first_sync_sees_everything_and_later_endpoint_changes_are_dynamic(loop):
     lp = loop(_cluster() + [_slice(i, f"10.0.0.{i + 1}") for i in range(3)],
-              min_sync_interval=0.2, endpoint_interval=0.0)
+              route_interval=0.2, endpoint_interval=0.0)
     wait_for(lambda: lp.plane.applies, 10, message="first sync")
     first = lp.plane.applies[0][2]
     assert len(first.servers) == 3 and sum(len(b.endpoints) for b in first.backends) == 3
@@ -149,8 +149,8 @@ def test_first_sync_sees_everything_and_later_endpoint_changes_are_dynamic(loop)
     assert lp.plane.running.backends == new[-1][2].backends
 
 
-def test_full_syncs_are_rate_limited_and_bursts_merge(loop):
-    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], min_sync_interval=0.5, endpoint_interval=0.0)
+def test_route_changes_are_coalesced_and_bursts_merge(loop):
+    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], route_interval=0.5, endpoint_interval=0.0)
     wait_for(lambda: lp.plane.applies, 10, message="first sync")
     start = len(lp.plane.applies)
     for i in range(10):  # ten new Ingresses, one file each, 0.1 s apart
@@ -165,7 +165,7 @@ def test_full_syncs_are_rate_limited_and_bursts_merge(loop):
 
 def test_a_sync_waiting_for_a_reload_hands_over_to_the_next_one(loop):
     plane = SlowReloadPlane()
-    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], plane=plane, min_sync_interval=0.1, endpoint_interval=0.0)
+    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], plane=plane, route_interval=0.1, endpoint_interval=0.0)
     wait_for(lambda: plane.applies, 10, message="first sync")
     lp.write("x.yaml", [o.ingress("x", "x.example", [("/", "s0", 80)])])
     wait_for(lambda: len(plane.running.servers) == 2, 5, message="x handed over")
@@ -180,7 +180,7 @@ def test_canary_endpoint_change_falls_back_to_a_full_sync(loop):
     docs = _cluster(1) + [_slice(0, "10.0.0.1"), o.service("canary"), o.endpoint_slice("canary", ["10.0.1.1"]),
                           o.ingress("c", "h0.example", [("/", "canary", 80)],
                                     annotations={"canary": "true", "canary-weight": "50"})]
-    lp = loop(docs, min_sync_interval=0.2, endpoint_interval=0.0)
+    lp = loop(docs, route_interval=0.2, endpoint_interval=0.0)
     wait_for(lambda: lp.plane.applies, 10, message="first sync")
     time.sleep(0.5)  # let the start-up syncs settle
     full_syncs = lp.metrics.full_syncs
@@ -191,7 +191,7 @@ def test_canary_endpoint_change_falls_back_to_a_full_sync(loop):
 
 
 def test_plain_endpoint_change_takes_no_full_sync(loop):
-    lp = loop(_cluster(2) + [_slice(0, "10.0.0.1"), _slice(1, "10.0.0.2")], min_sync_interval=0.2,
+    lp = loop(_cluster(2) + [_slice(0, "10.0.0.1"), _slice(1, "10.0.0.2")], route_interval=0.2,
               endpoint_interval=0.0)
     wait_for(lambda: lp.plane.applies, 10, message="first sync")
     time.sleep(0.5)

@@ -86,13 +86,13 @@ def test_endpoint_change_moves_traffic_without_reload(fake_api, ingress_controll
     assert running.status()["reload_count"] == reloads
 
 
-def test_burst_of_100_ingresses_coalesces_into_few_reloads(fake_api, ingress_controller, netns_backends):
+def test_burst_of_100_ingresses_is_served_without_a_reload(fake_api, ingress_controller, netns_backends):
     backends = netns_backends(["web"])
     fake_api.create(o.ingress_class())
     fake_api.create(o.service("web"))
     fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
-    # 2 syncs per second at most: the burst below spans several sync intervals at worst.
-    running = ingress_controller("--sync-rate-limit", "2")
+    # The reload rate limit does not hold route changes back.
+    running = ingress_controller("--sync-rate-limit", "0.1")
     running.wait_ready()
     before = running.status()["reload_count"]
     for i in range(100):
@@ -100,8 +100,7 @@ def test_burst_of_100_ingresses_coalesces_into_few_reloads(fake_api, ingress_con
     wait_for(lambda: running.status()["ingresses"] == 100, 30, message="100 ingresses synced")
     for i in (0, 42, 99):
         assert running.get("/", host=f"h{i}.example").text == "web"
-    reloads = running.status()["reload_count"] - before
-    assert 1 <= reloads <= 4, reloads
+    assert running.status()["reload_count"] == before
 
 
 def test_first_sync_waits_for_every_informer(fake_api, ingress_controller, netns_backends):

@@ -2,130 +2,181 @@ local router = require("router")
 local schema = require("util.schema")
 
 local NULL = setmetatable({}, { __tostring = function() return "null" end })
-local deps = { null = NULL }
+local deps = { null = NULL, regex_ok = function() return true end }
 
-local function loc(path, match, backend, ssl_redirect)
-  return { path = path, match = match, backend = backend, ssl_redirect = ssl_redirect or false }
+-- Lua patterns stand in for PCRE here: the specs use the common subset.
+router.regex_find = function(subject, pattern, options)
+  assert(options == "ijo")
+  return subject:lower():find(pattern:lower())
 end
 
-local function payload(servers, redirect)
-  return { servers = servers, ssl_redirect = redirect or { code = 308, port = 443 } }
+local POLICY = {
+  fast = true, lane = "@platform_proxy_off", scheme = "http", body_size = 1048576, timeouts = { 5, 60, 60 },
+  upstream_vhost = "", ssl_redirect = false, redirect = NULL, rewrite_target = NULL, cors = NULL,
+  allow = {}, deny = {}, limit_rps = 0, limit_burst = 0, limit_connections = 0,
+}
+
+local function route(backend)
+  return { backend = backend, policy = "aa", rewrite = NULL, zone = NULL }
+end
+
+local function regex(pattern, backend)
+  local r = route(backend)
+  r.pattern = pattern
+  r.length = #pattern
+  return r
+end
+
+local function host(exact, prefix, regexes, extra)
+  local h = { hsts = false, redirect = NULL, exact = exact or {}, prefix = prefix or {}, regex = regexes or {} }
+  for k, v in pairs(extra or {}) do
+    h[k] = v
+  end
+  return h
 end
 
 -- Compiles through the schema, as the endpoint stores it.
-local function compile(servers, redirect)
-  local data, err = schema.validate_routes(payload(servers, redirect), deps)
+local function compile(hosts, default)
+  local data, err = schema.validate_routes({
+    hosts = hosts, default = default or host(), policies = { aa = POLICY },
+    hsts = "max-age=1", ssl_redirect = { code = 308, port = 443 },
+  }, deps)
   assert.is_not_nil(data, err)
   return router.compile(data)
 end
 
-local function backend_for(compiled, host, uri)
-  local entry = router.find(compiled, host)
-  if entry == nil then
-    return "no host"
-  end
-  local location = router.match(entry, uri)
+local function backend_for(compiled, name, uri)
+  local location = router.match(router.find(compiled, name), uri)
   return location and location.backend or "404"
 end
 
 describe("router matching", function()
   local routes = compile({
-    ["app.example.com"] = { hsts = false, locations = {
-      loc("/", "prefix", "root"),
-      loc("/foo", "prefix", "foo"),
-      loc("/foo/bar", "prefix", "foobar"),
-      loc("/foo/bar", "exact", "foobar-exact"),
-      loc("/exact", "exact", "exact"),
-    } },
-    ["noroot.example.com"] = { hsts = false, locations = { loc("/api", "prefix", "api") } },
-  })
+    ["app.example.com"] = host(
+      { ["/foo/bar"] = route("foobar-exact"), ["/exact"] = route("exact"), ["/slash/"] = route("slash-exact") },
+      { ["/"] = route("root"), ["/foo"] = route("foo"), ["/foo/bar"] = route("foobar"), ["/Case"] = route("case") }),
+    ["noroot.example.com"] = host({}, { ["/api"] = route("api") }),
+    ["*.wild.example.com"] = host({}, { ["/"] = route("wild") }),
+    ["x.wild.example.com"] = host({}, { ["/"] = route("exact-host") }),
+    ["regex.example.com"] = host({}, { ["/"] = route("root"), ["/v1"] = route("prefix-v1"),
+                                        ["/v1/admin/panel"] = route("long-prefix") },
+      { regex("^/v1/admin", "regex-admin"), regex("^/v[0-9]", "regex-short") }),
+  }, host({}, { ["/hostless"] = route("hostless"), ["/"] = route("default") }))
 
-  it("prefers Exact over every Prefix", function()
+  it("takes Exact before any Prefix", function()
     assert.are.equal("foobar-exact", backend_for(routes, "app.example.com", "/foo/bar"))
     assert.are.equal("exact", backend_for(routes, "app.example.com", "/exact"))
-  end)
-
-  it("matches a Prefix path element-wise, the longest first", function()
-    assert.are.equal("foo", backend_for(routes, "app.example.com", "/foo"))
-    assert.are.equal("foo", backend_for(routes, "app.example.com", "/foo/"))
-    assert.are.equal("foo", backend_for(routes, "app.example.com", "/foo/baz"))
-    assert.are.equal("foobar", backend_for(routes, "app.example.com", "/foo/bar/"))
-    assert.are.equal("foobar", backend_for(routes, "app.example.com", "/foo/bar/x"))
-    assert.are.equal("root", backend_for(routes, "app.example.com", "/foobar"))
     assert.are.equal("root", backend_for(routes, "app.example.com", "/exact/more"))
   end)
 
-  it("answers 404 where a host without Prefix / matches nothing", function()
-    assert.are.equal("api", backend_for(routes, "noroot.example.com", "/api/v1"))
-    assert.are.equal("404", backend_for(routes, "noroot.example.com", "/apix"))
+  it("matches Prefix element-wise and takes the longest", function()
+    assert.are.equal("foo", backend_for(routes, "app.example.com", "/foo"))
+    assert.are.equal("foo", backend_for(routes, "app.example.com", "/foo/"))
+    assert.are.equal("foo", backend_for(routes, "app.example.com", "/foo/baz"))
+    assert.are.equal("foobar", backend_for(routes, "app.example.com", "/foo/bar/baz"))
+    assert.are.equal("root", backend_for(routes, "app.example.com", "/foobar"))
+  end)
+
+  it("never matches an Exact /slash/ for /slash (no 301 either)", function()
+    assert.are.equal("slash-exact", backend_for(routes, "app.example.com", "/slash/"))
+    assert.are.equal("root", backend_for(routes, "app.example.com", "/slash"))
+  end)
+
+  it("compares paths case-sensitively", function()
+    assert.are.equal("case", backend_for(routes, "app.example.com", "/Case/x"))
+    assert.are.equal("root", backend_for(routes, "app.example.com", "/case/x"))
+  end)
+
+  it("answers 404 on a host without Prefix /", function()
+    assert.are.equal("api", backend_for(routes, "noroot.example.com", "/api/x"))
     assert.are.equal("404", backend_for(routes, "noroot.example.com", "/"))
+    assert.are.equal("404", backend_for(routes, "noroot.example.com", "/apix"))
   end)
 
-  it("knows only listed hosts", function()
-    assert.are.equal("no host", backend_for(routes, "other.example.com", "/"))
-    assert.are.equal("no host", backend_for(routes, nil, "/"))
+  it("finds exact hosts, then one-label wildcards, then the catch-all", function()
+    assert.are.equal("exact-host", backend_for(routes, "x.wild.example.com", "/"))
+    assert.are.equal("wild", backend_for(routes, "y.wild.example.com", "/"))
+    assert.are.equal("default", backend_for(routes, "a.y.wild.example.com", "/"))
+    assert.are.equal("default", backend_for(routes, "wild.example.com", "/"))
+    assert.are.equal("hostless", backend_for(routes, "unknown.example.com", "/hostless/x"))
+    assert.are.equal("default", backend_for(routes, nil, "/"))
   end)
 
-  it("serves a wildcard for exactly one label, after the exact name", function()
-    local wild = compile({
-      ["*.example.com"] = { hsts = false, locations = { loc("/", "prefix", "wild") } },
-      ["a.example.com"] = { hsts = false, locations = { loc("/", "prefix", "exact-host") } },
-    })
-    assert.are.equal("wild", backend_for(wild, "b.example.com", "/"))
-    assert.are.equal("exact-host", backend_for(wild, "a.example.com", "/"))
-    assert.are.equal("no host", backend_for(wild, "a.b.example.com", "/"))
-    assert.are.equal("no host", backend_for(wild, "example.com", "/"))
+  it("tries regexes longest first, only over shorter prefixes; a prefix wins a tie", function()
+    assert.are.equal("regex-admin", backend_for(routes, "regex.example.com", "/v1/admin"))
+    assert.are.equal("long-prefix", backend_for(routes, "regex.example.com", "/v1/admin/panel/x"))
+    assert.are.equal("regex-short", backend_for(routes, "regex.example.com", "/v2/x"))
+    -- "^/v[0-9]" (8) is longer than Prefix /v1 (3): the regex wins.
+    assert.are.equal("regex-short", backend_for(routes, "regex.example.com", "/v1/x"))
+    assert.are.equal("root", backend_for(routes, "regex.example.com", "/other"))
+    assert.are.equal("regex-admin", backend_for(routes, "regex.example.com", "/V1/ADMIN"))
   end)
 
-  it("keeps ssl_redirect, hsts and the redirect target", function()
-    local tls = compile({
-      ["secure.example.com"] = { hsts = true, locations = { loc("/", "prefix", "s", true) } },
-    }, { code = 301, port = 8443 })
-    local host = router.find(tls, "secure.example.com")
-    assert.is_true(host.hsts)
-    assert.is_true(router.match(host, "/x").ssl_redirect)
-    assert.are.equal(301, tls.redirect_code)
-    assert.are.equal(":8443", tls.port_suffix)
-    assert.are.equal("", compile({}).port_suffix)
-  end)
-
-  it("routes nothing before the first push", function()
-    assert.is_nil(router.find(router.compile(nil), "app.example.com"))
+  it("looks up at most one key per URI segment, however many paths a host has", function()
+    local prefix = {}
+    for i = 1, 1000 do
+      prefix["/p" .. i] = route("p" .. i)
+    end
+    local big = compile({ ["big.example.com"] = host({}, prefix) })
+    local entry = router.find(big, "big.example.com")
+    local lookups = 0
+    local raw = entry.prefix
+    entry.prefix = setmetatable({}, { __index = function(_, k) lookups = lookups + 1 return rawget(raw, k) end })
+    assert.are.equal("p500", router.match(entry, "/p500/a/b").backend)
+    assert.is_true(lookups <= 3)
   end)
 end)
 
-describe("util.schema routes", function()
-  local function rejects(data, fragment)
-    local out, err = schema.validate_routes(data, deps)
-    assert.is_nil(out)
-    assert.is_truthy(err:find(fragment, 1, true), err)
-  end
-  local good = { hsts = false, locations = { loc("/", "prefix", "ns-svc-80") } }
-
-  it("accepts a valid payload and an empty one", function()
-    assert.is_not_nil(schema.validate_routes(payload({ ["a.example.com"] = good }), deps))
-    assert.is_not_nil(schema.validate_routes(payload({}), deps))
+describe("router.compile", function()
+  it("keeps each route's policy and the global redirect settings", function()
+    local compiled = compile({ ["a.com"] = host({}, { ["/"] = route("a") }, {}, { hsts = true }) })
+    local entry = router.find(compiled, "a.com")
+    assert.is_true(entry.hsts)
+    assert.are.equal("max-age=1", compiled.hsts)
+    assert.are.equal(308, compiled.ssl_code)
+    assert.are.equal("", compiled.port_suffix)
+    assert.are.equal("@platform_proxy_off", entry.root.policy.lane)
+    assert.same({ 5, 60, 60 }, entry.root.policy.timeouts)
   end)
 
+  it("splits a rewrite target into literals and captures", function()
+    local p = {}
+    for k, v in pairs(POLICY) do
+      p[k] = v
+    end
+    p.rewrite_target = "/x/$2?a=$1"
+    local data = assert(schema.validate_routes({
+      hosts = { ["a.com"] = host({}, { ["/"] = { backend = "a", policy = "bb", rewrite = "^/", zone = NULL } }) },
+      default = host(), policies = { bb = p }, hsts = "", ssl_redirect = { code = 301, port = 8443 },
+    }, deps))
+    local compiled = router.compile(data)
+    local policy = router.find(compiled, "a.com").root.policy
+    assert.same({ "/x/", 2, "?a=", 1, "" }, policy.rewrite_parts)
+    assert.is_true(policy.rewrite_query)
+    assert.are.equal(":8443", compiled.port_suffix)
+  end)
+end)
+
+describe("util.schema validate_routes", function()
+  local function err(mutate)
+    local data = {
+      hosts = { ["a.com"] = host({}, { ["/"] = route("a") }) }, default = host(),
+      policies = { aa = POLICY }, hsts = "", ssl_redirect = { code = 308, port = 443 },
+    }
+    mutate(data)
+    local out, e = schema.validate_routes(data, deps)
+    assert.is_nil(out)
+    return e
+  end
+
   it("refuses what the router would have to guess", function()
-    rejects("x", "data: must be an object")
-    rejects({ servers = {} }, "data.ssl_redirect: missing")
-    rejects(payload({}, { code = 200, port = 443 }), "data.ssl_redirect.code")
-    rejects(payload({}, { code = 308, port = 0 }), "data.ssl_redirect.port")
-    rejects(payload({ ["Bad Host"] = good }), "lower-case host name")
-    rejects(payload({ ["A.example.com"] = good }), "lower-case host name")
-    rejects(payload({ ["a.example.com"] = { locations = good.locations } }), ".hsts: missing")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = {} } }), "at least one location")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = { loc("foo", "prefix", "b") } } }), ".path")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = { loc("/a b", "prefix", "b") } } }), ".path")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = { loc("/a/", "prefix", "b") } } }),
-      "trailing '/'")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = { loc("/a", "regex", "b") } } }), ".match")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = { loc("/a", "exact", "b;c") } } }),
-      ".backend")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = {
-      { path = "/a", match = "exact", backend = "b" } } } }), ".ssl_redirect: missing")
-    rejects(payload({ ["a.example.com"] = { hsts = false, locations = {
-      loc("/a", "exact", "b"), loc("/a", "exact", "c") } } }), "duplicate exact /a")
+    assert.matches("names no policy", err(function(d) d.hosts["a.com"].prefix["/"].policy = "zz" end))
+    assert.matches("trailing", err(function(d) d.hosts["a.com"].prefix["/x/"] = route("a") end))
+    assert.matches("host name", err(function(d) d.hosts["A.com"] = host() end))
+    assert.matches("lane", err(function(d) d.policies.aa = setmetatable({ lane = "@evil" }, { __index = POLICY }) end))
+    assert.matches("longest first", err(function(d)
+      d.hosts["a.com"].regex = { regex("^/a", "a"), regex("^/abc", "b") }
+    end))
+    assert.matches("backend or a redirect", err(function(d) d.hosts["a.com"].prefix["/"].backend = NULL end))
   end)
 end)

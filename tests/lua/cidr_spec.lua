@@ -1,0 +1,32 @@
+local cidr = require("util.cidr")
+
+local function bytes(...)
+  return string.char(...)
+end
+
+describe("util.cidr", function()
+  it("matches IPv4 ranges on whole and partial bytes", function()
+    local ranges = assert(cidr.compile({ "10.0.0.0/8", "192.168.1.128/25", "172.16.5.4" }))
+    assert.is_true(cidr.contains(ranges, bytes(10, 200, 3, 4)))
+    assert.is_true(cidr.contains(ranges, bytes(192, 168, 1, 200)))
+    assert.is_false(cidr.contains(ranges, bytes(192, 168, 1, 100)))
+    assert.is_true(cidr.contains(ranges, bytes(172, 16, 5, 4)))
+    assert.is_false(cidr.contains(ranges, bytes(172, 16, 5, 5)))
+  end)
+
+  it("matches IPv6 ranges and keeps families apart", function()
+    local ranges = assert(cidr.compile({ "2001:db8::/32", "0.0.0.0/0" }))
+    local v6 = bytes(0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+    local other = bytes(0x20, 0x01, 0x0d, 0xb9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+    assert.is_true(cidr.contains(ranges, v6))
+    assert.is_false(cidr.contains(ranges, other))
+    assert.is_true(cidr.contains(ranges, bytes(1, 2, 3, 4)))
+    assert.is_true(cidr.contains(assert(cidr.compile({ "::/0" })), other))
+  end)
+
+  it("refuses malformed ranges", function()
+    assert.is_nil(cidr.parse("10.0.0.300"))
+    assert.is_nil(cidr.parse("10.0.0.0/33"))
+    assert.is_nil(cidr.parse("nonsense"))
+  end)
+end)
