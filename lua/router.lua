@@ -20,14 +20,14 @@
 --
 -- Per-route settings come with the route as a *policy* (shared by every
 -- route with equal settings) and are applied here, per request, in nginx's
--- phase order: body size (413), ssl-redirect, redirect, CORS preflight,
+-- order nginx's phases had them: body size (413), ssl-redirect, redirect, CORS preflight,
 -- HSTS and CORS response headers (through variables the lanes' add_header
 -- print), rewrite-target, limit-rps / limit-connections (503), allow/deny
 -- (403), then the proxy.
 --
 -- Lanes. A route whose settings equal the defaults `location /` was
--- rendered with (HTTP, the global buffering, timeouts and body size, no
--- Upgrade of the Host header) and whose backend is served by the balancer
+-- rendered with (HTTP, the global buffering and timeouts, no Host header of
+-- its own, no connection limit) and whose backend is served by the balancer
 -- alone (`entry.plain`) is proxied from `location /` itself: the fast
 -- path, one coroutine and a few lookups. Any other route is sent with
 -- ngx.exec to the named location its policy names (templates/nginx.conf.j2:
@@ -277,7 +277,7 @@ local balancer
 
 local function too_large(policy)
   local limit_bytes = policy.body_size
-  if limit_bytes == 0 then
+  if limit_bytes == 0 or ngx_var.platform_has_body == "" then
     return false
   end
   local length = tonumber(ngx_var.http_content_length)
@@ -287,8 +287,8 @@ local function too_large(policy)
   if ngx_var.http_transfer_encoding == nil then
     return false
   end
-  -- Chunked: nginx would count while reading; the lanes buffer request
-  -- bodies anyway (proxy_request_buffering on), so read it and measure.
+  -- Chunked: nginx would count while reading; request bodies are buffered
+  -- before proxying anyway (proxy_request_buffering on), so read and measure.
   ngx.req.read_body()
   local data = ngx.req.get_body_data()
   if data ~= nil then
@@ -333,7 +333,7 @@ local function cors(policy)
     header["Access-Control-Max-Age"] = c.max_age
     header["Content-Type"] = "text/plain; charset=utf-8"
     header["Content-Length"] = 0
-    return ngx.exit(ngx.HTTP_NO_CONTENT)
+    return ngx.exit(204)
   end
   if c.expose ~= nil then
     ngx_var.platform_cors_expose = c.expose
@@ -419,8 +419,8 @@ function M.route(lane)
   if policy.proxy and lane == nil and not (policy.fast and balancer.plain(location.backend)) then
     return ngx.exec(policy.lane)
   end
-  if lane ~= nil and too_large(policy) then
-    return ngx.exit(ngx.HTTP_REQUEST_ENTITY_TOO_LARGE)
+  if too_large(policy) then
+    return ngx.exit(413)
   end
   if policy.ssl_redirect and ngx_var.pass_access_scheme == "http" then
     return ssl_redirect(routes)
@@ -449,18 +449,6 @@ function M.route(lane)
     ngx.ctx.platform_timeouts = policy.timeouts
     return balancer.access()
   end
-end
-
---- `location @platform_body`: `location /` refused a body over the global
--- limit (nginx checks Content-Length before any rewrite phase). A route
--- with a limit of its own goes on in its lane, the others get the 413.
-function M.body_refused()
-  local routes = current()
-  local location = M.match(M.find(routes, ngx_var.host), ngx_var.uri)
-  if location ~= nil and location.policy.proxy and not location.policy.fast then
-    return ngx.exec(location.policy.lane)
-  end
-  return ngx.exit(ngx.HTTP_REQUEST_ENTITY_TOO_LARGE)
 end
 
 --- log_by_lua of the named lanes.

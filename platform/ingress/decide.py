@@ -3,9 +3,10 @@
 Pure functions on model objects. nginx.conf is rendered from the global
 settings alone (``view.py``): servers, locations, backends, certificates
 and every per-route setting are data for Lua (``render.dynamic_sections``).
-So a reload is needed exactly when ``GlobalSettings`` change (the
-ConfigMap's http/events keys, ports, workers); everything else is a push of
-the sections whose checksum changed. ``tests/ingress/test_decide.py`` checks
+So a reload is needed exactly when a rendered ``GlobalSettings`` field
+changes (the ConfigMap's http/events keys, ports, workers;
+``view.rendered_settings``); everything else is a push of the sections
+whose checksum changed. ``tests/ingress/test_decide.py`` checks
 that every change called dynamic leaves the rendered nginx.conf
 byte-identical.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from platformd.ingress.model import Configuration
 from platformd.ingress.render import DynamicSection, dynamic_sections
+from platformd.ingress.view import rendered_settings
 
 __all__ = ["Decision", "decide", "needs_reload"]
 
@@ -37,10 +39,12 @@ class Decision:
 
 
 def needs_reload(running: Configuration | None, desired: Configuration) -> bool:
-    """Whether nginx.conf differs: nothing runs yet, or the global settings changed."""
+    """Whether nginx.conf differs: nothing runs yet, or a rendered global setting changed."""
     if running is None:
         return True
-    return running.settings is not desired.settings and running.settings != desired.settings
+    if running.settings is desired.settings or running.settings == desired.settings:
+        return False
+    return rendered_settings(running.settings) != rendered_settings(desired.settings)
 
 
 def decide(running: Configuration | None, desired: Configuration) -> Decision:

@@ -113,7 +113,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
     limit = loc.rate_limit
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
-            and body_size == size_bytes(settings.body_size) and not proxy.upstream_vhost
+            and not proxy.upstream_vhost
             and not limit.connections)
     redirect = None
     if loc.redirect is not None:

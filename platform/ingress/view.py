@@ -16,14 +16,21 @@ decided in ``routes.py`` and lua/router.lua.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from platformd.ingress import validate as v
 from platformd.ingress.layout import NginxFiles
-from platformd.ingress.model import Configuration
+from platformd.ingress.model import Configuration, GlobalSettings, Hsts
 
-__all__ = ["NginxView", "RuntimePaths", "build"]
+
+def rendered_settings(settings: GlobalSettings) -> GlobalSettings:
+    """``settings`` without the fields only the route table carries (the
+    default body size, HSTS and the ssl-redirect code): two settings equal
+    here render the same nginx.conf, so a change elsewhere needs no reload."""
+    return replace(settings, body_size="0", tls=replace(settings.tls, hsts=Hsts(), redirect_code=308))
+
+__all__ = ["NginxView", "RuntimePaths", "build", "rendered_settings"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,6 @@ class NginxView:
     connect_timeout: int
     send_timeout: int
     read_timeout: int
-    body_size: str
     buffering: str  # "on" / "off"
     proxy_lanes: tuple[str, ...] = ("on", "off")  # @platform_proxy_<buffering>
 
@@ -159,6 +165,5 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         connect_timeout=settings.timeouts.connect,
         send_timeout=settings.timeouts.send,
         read_timeout=settings.timeouts.read,
-        body_size=v.size("body_size", settings.body_size),
         buffering="on" if settings.buffering else "off",
     )

@@ -106,11 +106,14 @@ ROUTE_CHANGES = {
     "affinity on a plain backend": lambda c: with_backend(c, "canary", session_affinity=SessionAffinity()),
     "catch-all location": lambda c: replace(c, default_server_locations=(Location("/x", backend="svc"),)),
 }
+ROUTE_CHANGES["global body size (route data)"] = lambda c: replace(c, settings=GlobalSettings(body_size="2m"))
+ROUTE_CHANGES["HSTS settings (route data)"] = lambda c: replace(c, settings=replace(
+    GlobalSettings(), tls=replace(GlobalSettings().tls, redirect_code=301)))
 DYNAMIC_CHANGES.update(ROUTE_CHANGES)
 
 SHAPE_CHANGES = {
     "keepalive": lambda c: replace(c, settings=GlobalSettings(keepalive_timeout=10)),
-    "global body size": lambda c: replace(c, settings=GlobalSettings(body_size="2m")),
+    "global timeouts": lambda c: replace(c, settings=GlobalSettings(timeouts=Timeouts(connect=1, send=2, read=3))),
     "ports": lambda c: replace(c, settings=replace(c.settings, listen=Listen(http_port=8080))),
 }
 

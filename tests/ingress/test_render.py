@@ -120,7 +120,7 @@ def test_contract_hooks_are_rendered():
         "proxy_pass $platform_scheme://upstream_lane;",
         "grpc_pass grpc://upstream_lane;",
         "grpc_pass grpcs://upstream_lane;",
-        "error_page 413 = @platform_body;",
+        "client_max_body_size 0;",
         f'lua_package_path "{paths.lua_dir()}/?.lua;',
     ):
         assert needle in text, needle
@@ -141,7 +141,7 @@ def test_nginx_conf_has_a_fixed_set_of_lanes_whatever_the_routes():
     assert render.render_nginx_conf(many, runtime()) == render.render_nginx_conf(one, runtime())
     assert render.render_nginx_conf(Configuration(), runtime()) == render.render_nginx_conf(one, runtime())
     assert locations_of(render.render_nginx_conf(one, runtime())) == [
-        "/", "@platform_body", "@platform_proxy_on", "@platform_proxy_off", "@platform_grpc", "@platform_grpcs",
+        "/", "@platform_proxy_on", "@platform_proxy_off", "@platform_grpc", "@platform_grpcs",
         "/", "/configuration", "= /healthz", "= /platform-variables", "/"]
 
 
@@ -164,7 +164,6 @@ def test_global_settings_are_rendered():
         "server_tokens on;",
         "map $http_x_forwarded_proto $pass_access_scheme {",
         "ssl_protocols TLSv1.2 TLSv1.3;",
-        "client_max_body_size 2m;",
         "proxy_read_timeout 30s;",
         "proxy_buffering on;\n            proxy_pass http://upstream_balancer;",
     ):
