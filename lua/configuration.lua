@@ -6,6 +6,7 @@
 --        force afterwards (ours, unless a later-numbered POST won a race), so
 --        the client can confirm without a GET; 400 invalid JSON or schema (nothing changes);
 --        413 body over MAX_BODY_BYTES; 507 does not fit the shared dict.
+--   POST /configuration/<section>?check=1   validate only: 200 or 400, nothing stored.
 --   POST /configuration/backends    body {"checksum", "base": "<hex>",
 --        "upsert": [backend...], "remove": [name...]}: a delta on top of the
 --        version whose checksum is `base`. Validated as strictly as a full
@@ -536,6 +537,11 @@ local function post(section)
   data, err = VALIDATORS[section](body.data, SCHEMA_DEPS)
   if data == nil then
     return respond(400, { error = err })
+  end
+  if ngx.var.arg_check ~= nil then
+    -- `POST ...?check=1`: validate only (the controller finds which objects
+    -- a refused section owes its error to), nothing is stored.
+    return respond(200, { valid = true })
   end
   local version = config:incr(section .. ":seq", 1)
   if version == nil then

@@ -195,6 +195,23 @@ def _ingress_input(obj: Mapping) -> tuple:
     return (meta.get("annotations"), meta.get("creationTimestamp"), obj.get("spec"))
 
 
+def _ingress_hosts(obj: Mapping) -> set[str]:
+    spec = obj.get("spec") or {}
+    return {str(rule.get("host") or "").lower() for rule in spec.get("rules") or () if isinstance(rule, Mapping)}
+
+
+def _ingress_backends(obj: Mapping) -> set[str]:
+    """Backend names (``ns-service-port``) an Ingress's rules route to."""
+    namespace = (obj.get("metadata") or {}).get("namespace", "")
+    names = set()
+    for rule in (obj.get("spec") or {}).get("rules") or ():
+        for path in ((rule.get("http") or {}).get("paths") or ()) if isinstance(rule, Mapping) else ():
+            service = ((path.get("backend") or {}).get("service") or {}) if isinstance(path, Mapping) else {}
+            port = service.get("port") or {}
+            names.add(f"{namespace}-{service.get('name')}-{port.get('number') or port.get('name')}")
+    return names
+
+
 def _key(obj: Mapping) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -368,6 +385,10 @@ class Controller:
             log.info("sync handed over to the next one while its reload waits")
             self._tell(translation)
             return
+        if result.refused:
+            # Left out by the data plane, reported like translation problems.
+            translation = replace(translation, problems=translation.problems + self._refused_problems(result.refused))
+            self._translation = translation
         self._record(result, config, translation, self.clock.monotonic() - started)
         self._tell(translation)
         if result.ok and result.reload_in > 0:
@@ -524,6 +545,19 @@ class Controller:
                               endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
         if self.metrics is not None:
             self.metrics.observe_counts(self._state)
+
+    def _refused_problems(self, refused: Iterable[tuple[str, str, str]]) -> tuple[Problem, ...]:
+        """Problems on the Ingresses behind what the data plane refused: those
+        naming the host, or routing to the backend (``ns-service-port``)."""
+        problems = []
+        for kind, name, reason in refused:
+            for obj in self.ingresses.store.list():
+                meta = obj.get("metadata") or {}
+                if name in _ingress_hosts(obj) if kind == "host" else name in _ingress_backends(obj):
+                    problems.append(Problem("Ingress", meta.get("namespace", ""), meta.get("name", ""),
+                                            "RefusedByDataPlane",
+                                            f"{kind} {name} left out: the data plane refused it: {reason}"))
+        return tuple(problems)
 
     def _tell(self, translation: Translation) -> None:
         """Events: new problems (each once while it lasts), "Sync" for changed Ingresses."""

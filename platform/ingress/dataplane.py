@@ -14,7 +14,11 @@ reads as its steps:
    configuration are pushed at once meanwhile (``ApplyResult.reload_in``
    tells the caller when to apply again);
 3. push the dynamic sections to Lua and wait for its checksum: every
-   section the current master has not confirmed (``_in_lua``);
+   section the current master has not confirmed (``_in_lua``). When Lua
+   refuses the routes or backends section (validation can never be
+   perfect), the servers or backends responsible are found by bisection
+   with validate-only POSTs, left out, and everything else is applied
+   (``ApplyResult.refused`` names them; the controller reports them);
 4. record ``desired`` as running, only now that all of the above succeeded.
 
 Pushing backends: Lua holds a base plus a chain of deltas (configuration.lua),
@@ -50,7 +54,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.ingress.decide import decide
-from platformd.ingress.luaclient import LuaClient, LuaConflict, LuaError
+from platformd.ingress.luaclient import LuaClient, LuaConflict, LuaError, LuaRejected, LuaTooLarge
 from platformd.ingress.model import Configuration
 from platformd.ingress.nginx import NginxError, NginxProcess
 from platformd.ingress.render import (
@@ -77,12 +81,16 @@ class ApplyResult:
 
     ``reload_in``: seconds until a reload deferred by ``min_reload_interval``
     is due (0: none); everything else of the configuration was applied.
+    ``refused``: hosts or backends Lua refused, left out of what was applied.
     """
 
     kind: str
     error: Exception | None = None
     config_hash: str = ""
     reload_in: float = 0.0
+    # What Lua refused and was left out (everything else was applied):
+    # ("host" | "backend", name, Lua's reason).
+    refused: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -296,7 +304,7 @@ class DataPlane:
             master = self._await_external_master()
         decision = decide(self._running, desired)
         kind, text_hash, reload_in = ("dynamic" if decision.sections else "noop"), "", 0.0
-        record = desired
+        record, refused = desired, ()
         try:
             if master is None or decision.reload:
                 wait = self._reload_wait() if master is not None else 0.0
@@ -310,14 +318,56 @@ class DataPlane:
                     text_hash = _text_digest(text)
                     kind = self._start(text, text_hash) if master is None else self._reload(text, text_hash)
                     master = self.nginx.master_pid()
-            sent = self._push(dynamic_sections(desired), master)
+            try:
+                sent = self._push(dynamic_sections(desired), master)
+            except LuaRejected as exc:
+                if isinstance(exc, (LuaConflict, LuaTooLarge)) or exc.section not in _ISOLATED:
+                    raise
+                desired, refused = self._isolate(desired, exc)
+                record = desired if reload_in == 0 else replace(desired, settings=self._running.settings)
+                sent = self._push(dynamic_sections(desired), master)
             if kind in ("noop", "dynamic"):
                 kind = "dynamic" if sent else "noop"
             self._running = record
         except (ValidationError, NginxError, LuaError) as exc:
             log.error("applying configuration failed (%s): %s", kind, exc)
             return ApplyResult(kind, exc, text_hash)
-        return ApplyResult(kind, None, text_hash, reload_in)
+        return ApplyResult(kind, None, text_hash, reload_in, refused)
+
+    def _isolate(self, desired: Configuration, exc: LuaRejected) -> tuple[Configuration, tuple]:
+        """``desired`` without the servers (or backends) Lua refuses, found by
+        bisection with validate-only POSTs: about k·log2(n) checks for k bad
+        objects among n. Raises ``exc`` when leaving them out does not help
+        (the refusal is not any one object's)."""
+        field = "servers" if exc.section == "routes" else "backends"
+        items = getattr(desired, field)
+
+        def refusal(subset) -> str | None:
+            trial = replace(desired, **{field: tuple(subset)})
+            section = next(s for s in dynamic_sections(trial) if s.name == exc.section)
+            return self.lua.check(section)
+
+        def bad(subset: list) -> list[tuple[object, str]]:
+            if not subset:
+                return []
+            reason = refusal(subset)
+            if reason is None:
+                return []
+            if len(subset) == 1:
+                return [(subset[0], reason)]
+            middle = len(subset) // 2
+            return bad(subset[:middle]) + bad(subset[middle:])
+
+        culprits = bad(list(items))
+        left_out = {id(item) for item, _ in culprits}
+        kept = replace(desired, **{field: tuple(i for i in items if id(i) not in left_out)})
+        if not culprits or refusal(getattr(kept, field)) is not None:
+            raise exc
+        kind = "host" if field == "servers" else "backend"
+        refused = tuple((kind, item.hostname if kind == "host" else item.name, reason) for item, reason in culprits)
+        for _, name, reason in refused:
+            log.warning("Lua refused %s %s, left out: %s", kind, name, reason)
+        return kept, refused
 
     def _reload_wait(self) -> float:
         if self._last_reload is None or self._running is None:
@@ -432,6 +482,9 @@ class DataPlane:
             self._chain = (0, 0)
         return True
 
+
+# Sections whose refusal is isolated to the objects responsible.
+_ISOLATED = ("routes", "backends")
 
 # A checksum read that failed (not a foreign change).
 _UNREADABLE = object()

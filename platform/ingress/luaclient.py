@@ -101,6 +101,19 @@ class LuaClient:
         """Post the whole of an encoded section; return its checksum once confirmed."""
         return self._send(section.name, _full_body(section.checksum, section.body), section.checksum)
 
+    def check(self, section: DynamicSection) -> str | None:
+        """Whether Lua would accept ``section`` (nothing is stored): None, or its refusal."""
+        response = self._http.post(f"/configuration/{section.name}", params={"check": "1"},
+                                   content=_full_body(section.checksum, section.body), headers=_JSON)
+        if response.status_code == 200:
+            return None
+        if response.status_code in (400, 413):
+            try:
+                return str(response.json().get("error", response.text))
+            except ValueError:
+                return response.text[:500]
+        raise LuaUnavailable(f"check of section {section.name!r} answered {response.status_code}")
+
     def push_delta(self, delta: BackendsDelta) -> str:
         """Post a backends delta; ``LuaConflict`` if its base is not in force."""
         return self._send("backends", delta.body(), delta.checksum)

@@ -19,6 +19,7 @@ from platformd.ingress.model import (
     Configuration,
     Endpoint,
     GlobalSettings,
+    Hsts,
     Location,
     ProxySettings,
     Server,
@@ -106,9 +107,9 @@ ROUTE_CHANGES = {
     "affinity on a plain backend": lambda c: with_backend(c, "canary", session_affinity=SessionAffinity()),
     "catch-all location": lambda c: replace(c, default_server_locations=(Location("/x", backend="svc"),)),
 }
-ROUTE_CHANGES["global body size (route data)"] = lambda c: replace(c, settings=GlobalSettings(body_size="2m"))
+ROUTE_CHANGES["global body size (route data)"] = lambda c: replace(c, settings=replace(c.settings, body_size="2m"))
 ROUTE_CHANGES["HSTS settings (route data)"] = lambda c: replace(c, settings=replace(
-    GlobalSettings(), tls=replace(GlobalSettings().tls, redirect_code=301)))
+    c.settings, tls=replace(c.settings.tls, redirect_code=301, hsts=Hsts(max_age=60))))
 DYNAMIC_CHANGES.update(ROUTE_CHANGES)
 
 SHAPE_CHANGES = {

@@ -9,6 +9,8 @@ from __future__ import annotations
 import socket
 import time
 
+from dataclasses import replace
+
 import httpx
 import pytest
 
@@ -258,3 +260,26 @@ def test_backend_protocol_lanes_answer_503_without_endpoints(dataplane, protocol
         servers=(Server("app.example", locations=(Location("/", backend="none", proxy=ProxySettings(protocol=protocol)),)),),
         backends=(Backend("none"),)))
     assert dataplane.get("/", host="app.example").status_code == 503
+
+
+def test_1000_mixed_route_changes_cost_no_reload(dataplane, backends):
+    from tests.ingress.test_decide import ROUTE_CHANGES, base
+
+    (b0,) = backends(1)
+    start = dataplane.localize(base())
+    start = replace(start, backends=tuple(replace(b, endpoints=(b0.endpoint,)) for b in start.backends),
+                    certificates=())
+    apply(dataplane, start)
+    workers = dataplane.nginx.worker_pids()
+    kinds = sorted(ROUTE_CHANGES)
+    applied = set()
+    for i in range(1, 1001):  # odd: a change, even: back to the start
+        kind = kinds[(i // 2) % len(kinds)]
+        desired = ROUTE_CHANGES[kind](start) if i % 2 else start
+        result = dataplane.plane.apply(replace(desired, certificates=()))
+        assert result.ok and result.kind == "dynamic", (kind, result)
+        applied.add(kind)
+    assert applied == set(kinds)
+    assert reloads(dataplane) == 1
+    assert dataplane.nginx.worker_pids() == workers
+    assert dataplane.get("/", host="a.com").status_code == 200

@@ -184,3 +184,27 @@ def test_class_change_takes_and_releases_an_ingress(fake_api, ingress_controller
     # No longer ours: the address we wrote is taken back.
     wait_for(lambda: not (fake_api.get("Ingress", "default", "c").get("status") or {}).get("loadBalancer", {})
              .get("ingress"), 20, message="status cleared")
+
+
+def test_a_route_lua_refuses_costs_only_its_ingress(fake_api, ingress_controller, netns_backends):
+    """A regex Python accepts but PCRE refuses: the data plane leaves that host
+    out (found by bisection), serves everything else, keeps applying later
+    changes, and the Ingress gets a Warning Event RefusedByDataPlane."""
+    backends = netns_backends(["web"])
+    _base(fake_api, backends)
+    fake_api.create(o.ingress("good", "good.example", [("/", "web", 80)]))
+    fake_api.create(o.ingress("bad", "bad.example", [("/x[[:nonsense:]]", "web", 80, "ImplementationSpecific")],
+                              annotations={"use-regex": "true"}))
+    running = ingress_controller()
+    running.wait_ready()
+    assert running.get("/", host="good.example").text == "web"
+    assert running.get("/x", host="bad.example").status_code == 404
+    wait_for(lambda: _has_event(fake_api, "bad", "RefusedByDataPlane"), 15, message="RefusedByDataPlane event")
+    event = next(e for e in _events(fake_api, "bad") if e.get("reason") == "RefusedByDataPlane")
+    assert event["type"] == "Warning" and "bad.example" in event["message"]
+    # Another tenant's change is still applied, without a reload.
+    reloads = running.status()["reload_count"]
+    fake_api.create(o.ingress("later", "later.example", [("/", "web", 80)]))
+    wait_for(lambda: running.get("/", host="later.example").status_code == 200, 10, message="later served")
+    assert running.status()["reload_count"] == reloads
+    assert running.status()["last_reload_result"] == "ok"
