@@ -1,15 +1,16 @@
-"""Data-plane benchmark: Lua balancer throughput and endpoint-change latency.
+"""Data-plane benchmark: the Lua router and balancer against static nginx, and change latency.
 
-Prints three figures (run from the repository root: ``.venv/bin/python bench/bench_dataplane.py``):
+Prints these figures (run from the repository root: ``.venv/bin/python bench/bench_dataplane.py``):
 
-1. Requests per second through the Lua balancer vs the same nginx proxying
-   to the same backend through a static ``upstream`` block. One nginx with
-   one worker serves every path from servers on the same listener, each a
-   copy of the rendered server of the bench host (same listen lines, same
-   location, inherited proxy headers) that differs only in its
-   ``server_name`` and in the upstream its ``proxy_pass`` names; the static
-   upstream has upstream_balancer's keepalive settings (checked, not
-   assumed). On a machine with two or more CPUs the nginx worker is pinned
+1. Requests per second through the Lua router and balancer (the catch-all
+   ``location /``: rewrite_by_lua matching host and path from the route
+   table, balancer_by_lua) vs the same nginx proxying to the same backend
+   from a server of its own with a static ``upstream`` block, as nginx.conf
+   rendered one per host before the router (``static``), and with a
+   ``balancer_by_lua`` that only sets the one peer (``lua floor``). The
+   bench host is a TLS host (the router decides ssl-redirect and HSTS per
+   request) requested over plain HTTP. The static upstream has
+   upstream_balancer's keepalive settings (checked, not assumed). On a machine with two or more CPUs the nginx worker is pinned
    to one and wrk and the backend to another, so the worker is the
    bottleneck and requests per second track its CPU time per request.
    Rounds run the paths in alternating order (ABBA) so drift hits all alike;
@@ -18,8 +19,9 @@ Prints three figures (run from the repository root: ``.venv/bin/python bench/ben
    phases (EWMA), and the floor of any Lua balancer: a ``balancer_by_lua``
    that only sets the one peer.
 2. Instructions per request of the same paths under callgrind
-   (bench/instructions.py): the repeatable figure, unmoved by other load.
-   Skipped without valgrind.
+   (bench/instructions.py): the repeatable figure, unmoved by other load;
+   the router path also with 10,000 more Ingresses (2 paths each) in the
+   route table. Skipped without valgrind.
 3. Endpoint-change propagation: the backend's only endpoint moves between two
    servers, 200 times through ``DataPlane.apply``; after each, requests on
    fresh connections (any worker) are sent until one is answered by the new
@@ -27,6 +29,10 @@ Prints three figures (run from the repository root: ``.venv/bin/python bench/ben
    confirms the checksum) to that answer. Measured idle and under a
    concurrent wrk load. Target p99 < 50 ms (ingress-nginx polls its
    configuration once a second).
+4. Route changes: 1,000 mixed route changes (new host, new path, exact
+   path, rewrite-target, body size, canary, TLS host, ssl-redirect...)
+   through ``DataPlane.apply``, each until its first request is served; the
+   reload count and the RSS of nginx (master + workers) before and after.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,12 +67,17 @@ STATIC_HOST = "fix.bench.example.com"  # the HOST server with a static upstream
 FLOOR_HOST = "min.bench.example.com"  # the HOST server with a one-line balancer_by_lua
 
 
-def config_for(*endpoints) -> Configuration:
+def config_for(*endpoints, extra_ingresses: int = 0) -> Configuration:
+    """The bench hosts, plus ``extra_ingresses`` hosts of two paths each (the route table at size)."""
     eps = tuple(e.endpoint for e in endpoints)
+    extra = tuple(Server(f"h{i}.bench.example", locations=(Location("/", backend="bench-svc"),
+                                                            Location(f"/api{i}", backend="bench-svc")))
+                  for i in range(extra_ingresses))
     return Configuration(
         servers=(
-            Server(HOST, locations=(Location("/", backend="bench-svc"),)),
+            Server(HOST, tls=True, locations=(Location("/", backend="bench-svc"),)),
             Server(FULL_HOST, locations=(Location("/", backend="bench-ewma"),)),
+            *extra,
         ),
         backends=(Backend("bench-svc", endpoints=eps), Backend("bench-ewma", endpoints=eps, load_balance="ewma")),
     )
@@ -81,23 +92,18 @@ def _block(text: str, opening: str) -> str:
 
 @dataclass(frozen=True)
 class Twin:
-    """A copy of the bench host's server that proxies through another upstream."""
+    """A server of its own for the bench host, proxying through another upstream."""
 
     host: str
     upstream: str
     peers: str  # the upstream's peer lines
 
 
-def with_twins(rendered: str, backend: NginxBackend) -> str:
-    """``rendered`` plus the static and floor twins of the HOST server.
-
-    A twin is the rendered server block with two lines changed: its
-    server_name and its proxy_pass. Its upstream keeps every line of
-    upstream_balancer but the peer choice (so the same keepalive settings).
-    """
-    server = _block(rendered, "    server {\n        server_name \"" + HOST + "\";")
-    assert "_by_lua_block" not in server, "the bench location should be a plain one"
-    assert server.count("proxy_pass http://upstream_balancer;") == 1, server
+def with_twins(rendered: str, backend: NginxBackend, http_port: int) -> str:
+    """``rendered`` plus the static and floor servers: what nginx.conf had per
+    host before the router (a server with a plain location: the upstream
+    name set, global timeouts, inherited proxy headers). Their upstreams keep
+    every line of upstream_balancer but the peer choice (same keepalive)."""
     balancer = _block(rendered, "    upstream upstream_balancer {")
     settings = [line for line in balancer.splitlines()[1:-1]
                 if not line.strip().startswith(("server ", "balancer_by_lua"))]
@@ -110,11 +116,11 @@ def with_twins(rendered: str, backend: NginxBackend) -> str:
     )
     extra = ""
     for twin in twins:
-        copy = (server.replace(f'server_name "{HOST}";', f'server_name "{twin.host}";')
-                .replace("proxy_pass http://upstream_balancer;", f"proxy_pass http://{twin.upstream};"))
-        changed = [(a, b) for a, b in zip(server.splitlines(), copy.splitlines()) if a != b]
-        assert len(changed) == 2 and len(copy.splitlines()) == len(server.splitlines()), changed
-        extra += f"    upstream {twin.upstream} {{\n{twin.peers}\n" + "\n".join(settings) + "\n    }\n" + copy
+        extra += (f"    upstream {twin.upstream} {{\n{twin.peers}\n" + "\n".join(settings) + "\n    }\n"
+                  f"    server {{\n        server_name \"{twin.host}\";\n        listen {http_port};\n"
+                  f"        location / {{\n            set $proxy_upstream_name \"bench-svc\";\n"
+                  f"            client_max_body_size 1m;\n            proxy_buffering off;\n"
+                  f"            proxy_pass http://{twin.upstream};\n        }}\n    }}\n")
     marker = "    # Configuration endpoint for the controller"
     assert marker in rendered
     return rendered.replace(marker, extra + marker, 1)
@@ -247,22 +253,31 @@ def bench_throughput(harness: DataPlaneHarness, backend: NginxBackend, rounds: i
     os.sched_setaffinity(0, cpus)
 
 
-def bench_instructions(harness: DataPlaneHarness, backend: NginxBackend, text: str, requests: int) -> None:
+def bench_instructions(harness: DataPlaneHarness, backend: NginxBackend, text: str, requests: int,
+                       large: int = 10000) -> None:
     if not instructions.available():
         print("instructions per request: skipped (no valgrind)")
         return
     harness.nginx.stop()
-    sections = dynamic_sections(harness.plane.running)
 
-    def push() -> None:
-        for section in sections:
-            harness.lua.push(section.name, section.data, section.checksum)
+    def pusher(config):
+        sections = dynamic_sections(harness.localize(config))
+
+        def push() -> None:
+            for section in sections:
+                harness.lua.push_section(section)
+        return push
 
     counts = {}
     for name, host in PATHS.items():
         target = instructions.Target(name, harness.http_port, host, b"fast")
-        counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy, push,
-                                            requests=requests, warmup=requests)
+        counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
+                                            pusher(config_for(backend)), requests=requests, warmup=requests)
+    target = instructions.Target("lua", harness.http_port, HOST, b"fast")
+    name = f"lua at {large:,} ingresses"
+    counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
+                                        pusher(config_for(backend, extra_ingresses=large)),
+                                        requests=requests, warmup=requests)
     print(f"instructions per request (callgrind, user space only; one nginx process per path,"
           f" {requests} requests after as many to warm up):")
     print("  " + "   ".join(f"{name} {count:,.0f}" for name, count in counts.items()))
@@ -337,23 +352,93 @@ def bench_propagation(harness: DataPlaneHarness, changes: int, connections: int)
         b.stop()
 
 
+def nginx_rss_mb(harness: DataPlaneHarness) -> float:
+    total = 0
+    for pid in [harness.nginx.master_pid(), *harness.nginx.worker_pids()]:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def bench_route_changes(harness: DataPlaneHarness, changes: int, size: int) -> None:
+    """Mixed route changes on a table of ``size`` Ingresses: latency to the
+    first request served, reloads, nginx RSS before and after."""
+    from tests.ingress.test_decide import ROUTE_CHANGES
+
+    backend = NginxBackend("fast")
+    try:
+        base = config_for(backend, extra_ingresses=size)
+        assert harness.apply(base).ok
+        reloads = harness.registry.get_sample_value("nginx_ingress_controller_success")
+        for _ in range(20):
+            probe(harness.http_port)
+        rss_before = nginx_rss_mb(harness)
+        kinds = sorted(ROUTE_CHANGES)
+        latencies = []
+        for i in range(changes):
+            host = f"new{i}.bench.example"
+            # Every change adds a host (so its first request shows it landed)
+            # and applies one kind of route change to the test host.
+            kind = kinds[i % len(kinds)]
+            changed = ROUTE_CHANGES[kind](_decide_base(backend))
+            desired = replace(base, servers=(*base.servers, *changed.servers,
+                                             Server(host, locations=(Location("/", backend="bench-svc"),))),
+                              backends=(*base.backends, *(b for b in changed.backends)))
+            start = time.perf_counter()
+            result = harness.apply(desired)
+            assert result.ok and result.kind == "dynamic", (kind, result)
+            while _get_host(harness.http_port, host) != 200:
+                if time.perf_counter() - start > 10:
+                    raise RuntimeError(f"{kind}: not served within 10 s")
+            latencies.append((time.perf_counter() - start) * 1000)
+        rss_after = nginx_rss_mb(harness)
+        now = harness.registry.get_sample_value("nginx_ingress_controller_success")
+        print(f"route changes, {changes} mixed kinds on {size:,} Ingresses, each to its first request served"
+              f" (2 workers): {summary(sorted(latencies))}")
+        print(f"  reloads: {now - reloads:.0f}; nginx RSS (master + workers) {rss_before:.1f} MB before,"
+              f" {rss_after:.1f} MB after ({(rss_after / rss_before - 1) * 100:+.1f}%)")
+    finally:
+        backend.stop()
+
+
+def _decide_base(backend) -> Configuration:
+    """test_decide's base configuration, with real endpoints and no certificates."""
+    from tests.ingress.test_decide import base
+
+    config = base()
+    return replace(config, certificates=(), backends=tuple(replace(b, endpoints=(backend.endpoint,))
+                                                           for b in config.backends))
+
+
+def _get_host(port: int, host: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/", headers={"Host": host, "Connection": "close"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--seconds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument("--route-changes", type=int, default=1000)
+    parser.add_argument("--route-table", type=int, default=10000, help="Ingresses in the table for route changes")
     parser.add_argument("--instruction-requests", type=int, default=2000)
     # On a machine shared with other work, a negative nice value (root only)
     # keeps that work from setting the pace; every path gets the same.
     parser.add_argument("--nice", type=int, default=-10, help="niceness of the worker, backend and wrk (0: leave)")
-    parser.add_argument("--skip", action="append", default=[], choices=["throughput", "instructions", "propagation"])
+    parser.add_argument("--skip", action="append", default=[], choices=["throughput", "instructions", "propagation", "routes"])
     args = parser.parse_args()
     if not lua_ready():
         print("lua/ modules missing; nothing to benchmark", file=sys.stderr)
         return 1
-    from dataclasses import replace
-
     if {"throughput", "instructions"} - set(args.skip):
         harness = DataPlaneHarness()
         # One worker for the throughput run, so the paths compete for the
@@ -366,7 +451,7 @@ def main() -> int:
         try:
             result = harness.apply(config_for(backend))
             assert result.ok, result.error
-            text = with_twins(harness.nginx.files.conf.read_text(), backend)
+            text = with_twins(harness.nginx.files.conf.read_text(), backend, harness.http_port)
             harness.nginx.install(text)
             harness.nginx.reload()
             if "throughput" not in args.skip:
@@ -375,6 +460,12 @@ def main() -> int:
                 bench_instructions(harness, backend, text, args.instruction_requests)
         finally:
             backend.stop()
+            harness.close()
+    if "routes" not in args.skip:
+        harness = DataPlaneHarness()
+        try:
+            bench_route_changes(harness, args.route_changes, args.route_table)
+        finally:
             harness.close()
     if "propagation" not in args.skip:
         harness = DataPlaneHarness()  # two workers: a change must reach both

@@ -94,6 +94,9 @@ local function compile_policy(p)
     connections = p.limit_connections,
     proxy = p.redirect == nil,
   }
+  -- Served by `fast()` alone: nothing to apply but the proxy itself.
+  policy.simple = p.fast and p.redirect == nil and p.cors == nil and p.rewrite_target == nil
+    and p.limit_rps == 0 and p.limit_connections == 0 and p.allow[1] == nil and p.deny[1] == nil
   if p.rewrite_target ~= nil then
     policy.rewrite_parts = target_parts(p.rewrite_target)
     policy.rewrite_query = p.rewrite_target:find("?", 1, true) ~= nil
@@ -398,6 +401,36 @@ local function access_denied(policy)
     return true
   end
   return policy.allow ~= nil and not cidr.contains(policy.allow, addr)
+end
+
+--- set_by_lua of `location /`: the common request decided without a
+-- coroutine. "" when it is proxied from `location /` as it is (upstream
+-- name and HSTS set); "1" sends it through `route()` in the rewrite phase.
+function M.fast()
+  local routes = current()
+  local host = M.find(routes, ngx_var.host)
+  if host.redirect ~= nil then
+    return "1"
+  end
+  local location = M.match(host, ngx_var.uri)
+  if location == nil then
+    return "1"
+  end
+  local policy = location.policy
+  if not policy.simple or location.rewrite ~= nil or not balancer.plain(location.backend) then
+    return "1"
+  end
+  if policy.body_size > 0 and ngx_var.platform_has_body ~= "" then
+    return "1"
+  end
+  if policy.ssl_redirect and ngx_var.pass_access_scheme == "http" then
+    return "1"
+  end
+  ngx_var.proxy_upstream_name = location.name
+  if host.hsts and routes.hsts ~= nil and ngx_var.scheme == "https" then
+    ngx_var.platform_hsts = routes.hsts
+  end
+  return ""
 end
 
 --- rewrite_by_lua of `location /` (lane nil) and of each named lane.

@@ -28,7 +28,8 @@ Payload::
 
 Names are a server's hostname and aliases (``*.example.com`` covers
 exactly one label). ``fast``: the route's settings equal the defaults
-``location /`` is rendered with, so it is proxied there unless its backend
+``location /`` is rendered with (and need none of the CORS headers only the
+lanes print), so it is proxied there unless its backend
 needs the balancer's access or log phase (lua/balancer.lua decides that);
 ``lane`` is the named location that proxies it otherwise.
 
@@ -114,7 +115,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
-            and not limit.connections)
+            and not limit.connections and loc.cors is None)
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,

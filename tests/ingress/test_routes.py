@@ -68,7 +68,8 @@ def test_default_settings_take_the_fast_path_and_others_a_lane():
         Location("/big", backend="b", proxy=ProxySettings(body_size="8m", buffering=True)),
         Location("/vhost", backend="v", proxy=ProxySettings(upstream_vhost="api.internal")),
         Location("/conn", backend="c", rate_limit=RateLimit(connections=2)),
-        Location("/cors", backend="c", cors=Cors(), access=AccessControl(allow=("10.0.0.0/8",))),
+        Location("/cors", backend="c", cors=Cors()),
+        Location("/allow", backend="c", access=AccessControl(allow=("10.0.0.0/8",))),
     ))
     prefix = table["hosts"]["app.example.com"]["prefix"]
     lanes = {path: (policy_of(table, r)["fast"], policy_of(table, r)["lane"]) for path, r in prefix.items()}
@@ -80,7 +81,8 @@ def test_default_settings_take_the_fast_path_and_others_a_lane():
         "/big": (False, "@platform_proxy_on"),
         "/vhost": (False, "@platform_proxy_off"),
         "/conn": (False, "@platform_proxy_off"),
-        "/cors": (True, "@platform_proxy_off"),  # CORS and allowlists are applied on the fast path too
+        "/cors": (False, "@platform_proxy_off"),  # the lanes print the CORS headers
+        "/allow": (True, "@platform_proxy_off"),  # allowlists are applied on the fast path too
     }
     assert policy_of(table, prefix["/tls"])["scheme"] == "https"
     assert policy_of(table, prefix["/slow"])["timeouts"] == [5, 60, 300]
