@@ -283,3 +283,18 @@ def test_1000_mixed_route_changes_cost_no_reload(dataplane, backends):
     assert reloads(dataplane) == 1
     assert dataplane.nginx.worker_pids() == workers
     assert dataplane.get("/", host="a.com").status_code == 200
+
+
+def test_a_catastrophic_regex_is_bounded(dataplane, backends):
+    """/(a+)+$ against a long run of a's: PCRE gives up at lua_regex_match_limit
+    (a non-match), so the request falls through to "/" in milliseconds."""
+    (b0,) = backends(1)
+    apply(dataplane, Configuration(
+        servers=(Server("app.example", locations=(Location("/", backend="web"),
+                                                  Location("/(a+)+$", match=PathMatch.REGEX, backend="web"))),),
+        backends=(Backend("web", endpoints=(b0.endpoint,)),)))
+    evil = "/" + "a" * 40 + "!"
+    start = time.perf_counter()
+    for _ in range(5):
+        assert dataplane.get(evil, host="app.example").status_code == 200
+    assert (time.perf_counter() - start) / 5 < 0.025  # ~60 ms each without the limit
