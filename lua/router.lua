@@ -51,6 +51,16 @@ local sub = string.sub
 
 local M = {}
 
+-- JSON null as the decoder gives it (the stored section is not normalised).
+local null = ngx and require("cjson.safe").null
+
+local function value(x)
+  if x == null then
+    return nil
+  end
+  return x
+end
+
 -- How regex routes are tried: PCRE through ngx.re.find ("ijo": case-
 -- insensitive as ingress-nginx's `~*` locations, JIT, compiled once).
 M.regex_find = ngx and ngx.re.find
@@ -79,6 +89,11 @@ local function target_parts(target)
 end
 
 local function compile_policy(p)
+  local redirect, cors, rewrite_target = value(p.redirect), value(p.cors), value(p.rewrite_target)
+  if cors ~= nil then
+    cors = { origin_regex = value(cors.origin_regex), methods = cors.methods, headers = cors.headers,
+             expose = value(cors.expose), credentials = cors.credentials, max_age = cors.max_age }
+  end
   local policy = {
     fast = p.fast,
     lane = p.lane,
@@ -87,19 +102,19 @@ local function compile_policy(p)
     timeouts = p.timeouts,
     upstream_vhost = p.upstream_vhost ~= "" and p.upstream_vhost or nil,
     ssl_redirect = p.ssl_redirect,
-    redirect = p.redirect,
-    cors = p.cors,
+    redirect = redirect,
+    cors = cors,
     rps = p.limit_rps,
     burst = p.limit_burst,
     connections = p.limit_connections,
-    proxy = p.redirect == nil,
+    proxy = redirect == nil,
   }
   -- Served by `fast()` alone: nothing to apply but the proxy itself.
-  policy.simple = p.fast and p.redirect == nil and p.cors == nil and p.rewrite_target == nil
+  policy.simple = p.fast and redirect == nil and cors == nil and rewrite_target == nil
     and p.limit_rps == 0 and p.limit_connections == 0 and p.allow[1] == nil and p.deny[1] == nil
-  if p.rewrite_target ~= nil then
-    policy.rewrite_parts = target_parts(p.rewrite_target)
-    policy.rewrite_query = p.rewrite_target:find("?", 1, true) ~= nil
+  if rewrite_target ~= nil then
+    policy.rewrite_parts = target_parts(rewrite_target)
+    policy.rewrite_query = rewrite_target:find("?", 1, true) ~= nil
   end
   if p.allow[1] ~= nil then
     policy.allow = assert(cidr.compile(p.allow))
@@ -111,17 +126,18 @@ local function compile_policy(p)
 end
 
 local function compile_location(l, policies)
+  local backend = value(l.backend)
   return {
-    backend = l.backend,
-    name = l.backend or "redirect",
+    backend = backend,
+    name = backend or "redirect",
     policy = policies[l.policy],
-    rewrite = l.rewrite,
-    zone = l.zone,
+    rewrite = value(l.rewrite),
+    zone = value(l.zone),
   }
 end
 
 local function compile_host(h, policies)
-  local host = { hsts = h.hsts, redirect = h.redirect, exact = {}, prefix = {}, longest = 0, regex = nil }
+  local host = { hsts = h.hsts, redirect = value(h.redirect), exact = {}, prefix = {}, longest = 0, regex = nil }
   for path, l in pairs(h.exact) do
     host.exact[path] = compile_location(l, policies)
   end
@@ -149,7 +165,22 @@ local function compile_host(h, policies)
   return host
 end
 
---- `data` (validated by util/schema validate_routes) -> the compiled table.
+-- A table compiling each entry of `raw` on first use: a new version costs a
+-- worker the JSON decode, not the compilation of every host.
+local function lazy(raw, compile, ...)
+  local extra = { ... }
+  return setmetatable({}, { __index = function(t, key)
+    local entry = raw[key]
+    if entry == nil then
+      return nil
+    end
+    local compiled = compile(entry, extra[1])
+    rawset(t, key, compiled)
+    return compiled
+  end })
+end
+
+--- `data` (as posted: validated by util/schema validate_routes) -> the compiled table.
 function M.compile(data)
   local compiled = {
     hosts = {},
@@ -162,18 +193,13 @@ function M.compile(data)
   if data == nil then
     return compiled
   end
-  local policies = {}
-  for id, p in pairs(data.policies) do
-    policies[id] = compile_policy(p)
-  end
+  local policies = lazy(data.policies, compile_policy)
   compiled.hsts = data.hsts ~= "" and data.hsts or nil
   compiled.ssl_code = data.ssl_redirect.code
   if data.ssl_redirect.port ~= 443 then
     compiled.port_suffix = ":" .. data.ssl_redirect.port
   end
-  for name, h in pairs(data.hosts) do
-    compiled.hosts[name] = compile_host(h, policies)
-  end
+  compiled.hosts = lazy(data.hosts, compile_host, policies)
   compiled.default = compile_host(data.default, policies)
   return compiled
 end

@@ -411,10 +411,19 @@ def _plain_section(name: str, payload: Any) -> DynamicSection:
 
 # The route table's cache (reused host entries); see routes.RouteTable.
 _route_table = routes_mod.RouteTable()
+_routes_encoded: tuple[object, DynamicSection | None] = (None, None)  # (payload object, its section)
 
 
 def _routes_section(config: Configuration) -> DynamicSection:
-    return _plain_section("routes", _route_table.payload(config))
+    # The same payload object while the routes are unchanged (e.g. across
+    # endpoint changes): encoded and hashed once (2.7 MB, ~50 ms at 10,000).
+    global _routes_encoded
+    payload = _route_table.payload(config)
+    cached_payload, section = _routes_encoded
+    if cached_payload is not payload or section is None:
+        section = _plain_section("routes", payload)
+        _routes_encoded = (payload, section)
+    return section
 
 
 def _dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 import threading
 from typing import Any
@@ -241,8 +242,25 @@ class RouteTable:
         self._settings: GlobalSettings | None = None
         self._recent: tuple[dict[int, tuple], ...] = ()
         self._policies: _Policies | None = None
+        # The inputs and result of the last build: an endpoint change makes a
+        # new Configuration with the same servers tuple, and gets the same
+        # payload object back (callers cache what they derive by identity).
+        self._last: tuple[tuple, dict[str, Any]] | None = None
 
     def payload(self, config: Configuration) -> dict[str, Any]:
+        """The routes section of ``config``. The same object while the servers,
+        catch-all and settings are the same objects; callers must not modify it."""
+        inputs = (config.servers, config.default_server_locations, config.default_backend, config.settings)
+        with self._lock:
+            last = self._last
+        if last is not None and _same(last[0], inputs):
+            return last[1]
+        result = self._build(config)
+        with self._lock:
+            self._last = (inputs, result)
+        return result
+
+    def _build(self, config: Configuration) -> dict[str, Any]:
         settings = config.settings
         with self._lock:
             recent, policies = self._recent, self._policies
@@ -275,6 +293,20 @@ class RouteTable:
             "hsts": hsts_value(settings),
             "ssl_redirect": {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
         }
+
+
+def _same(before: tuple, now: tuple) -> bool:
+    """The same inputs: tuples of the same objects (a new tuple of the same
+    servers after a translation), equal scalars and settings."""
+    for a, b in zip(before, now):
+        if a is b:
+            continue
+        if isinstance(a, tuple):
+            if len(a) != len(b) or not all(map(operator.is_, a, b)):
+                return False
+        elif a != b:
+            return False
+    return True
 
 
 def payload(config: Configuration) -> dict[str, Any]:
