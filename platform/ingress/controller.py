@@ -136,6 +136,9 @@ class SyncState:
     last_sync_duration: float | None = None
     last_result: str = "none"  # "ok" or "failed: <reason>"
     reload_count: int = 0
+    # Wall time of the first failed apply since the last one that succeeded
+    # (None: the last apply succeeded). nginx keeps serving what it had.
+    failing_since: float | None = None
     ingresses: int = 0
     backends: int = 0
     endpoints: int = 0
@@ -285,8 +288,16 @@ class Controller:
         return synced
 
     def ready(self) -> bool:
-        """Informers synced and the first sync applied."""
-        return self.informers_synced() and self._state.applied
+        """Informers synced, the first sync applied and the last apply succeeded."""
+        return self.informers_synced() and self._state.applied and self._state.failing_since is None
+
+    def not_applied(self) -> str | None:
+        """"configuration not applied since <time>: <reason>" while applies fail, else None."""
+        state = self._state
+        if state.failing_since is None:
+            return None
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.failing_since))
+        return f"configuration not applied since {since}: {state.last_result}"
 
     def healthy(self) -> tuple[bool, str]:
         """Whether requested changes get applied; a reason when not."""
@@ -456,15 +467,18 @@ class Controller:
         patched = self.clock.monotonic()
         # As in ``sync``: behind a reload, newer endpoint changes must not wait.
         result = applying(self._fast.requested) if applying is not None else None
-        log.debug("endpoint sync of %d service(s): patch %.3fs, apply %.3fs (%s)", len(services),
-                  patched - started, self.clock.monotonic() - patched,
-                  result.kind if result else ("handed over" if applying else "no change"))
+        # One INFO line per applied batch (a rollout is a few batches, not a line per slice).
+        log.log(logging.INFO if result is not None and result.ok else logging.DEBUG,
+                "endpoint sync of %d service(s): patch %.3fs, apply %.3fs (%s)", len(services),
+                patched - started, self.clock.monotonic() - patched,
+                result.kind if result else ("handed over" if applying else "no change"))
         if not complete:
             self._full.run()
         if result is None:
             return
         if not result.ok:
             self._full.run()  # the full sync retries with everything current
+            self._failed(result)
             raise SyncError(f"endpoint update failed: {result.error}")
         self._count(config, result)
 
@@ -530,18 +544,24 @@ class Controller:
             self._state = replace(
                 state, applied=True, last_sync_time=self.clock.wall(), last_sync_duration=duration,
                 last_result="ok", reload_count=state.reload_count + (result.kind in ("reload", "start")),
+                failing_since=None,
                 ingresses=len(translation.owned_ingresses), backends=len(config.backends),
                 endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
             log.info("sync applied (%s) in %.3fs: %d ingresses, %d backends, %d endpoints", result.kind, duration,
                      self._state.ingresses, self._state.backends, self._state.endpoints)
         else:
-            self._state = replace(state, last_result=f"failed: {result.error}")
+            self._failed(result)
         if self.metrics is not None:
             self.metrics.observe_sync(duration, result.ok, self._state)
 
+    def _failed(self, result: ApplyResult) -> None:
+        state = self._state
+        self._state = replace(state, last_result=f"failed: {result.error}",
+                              failing_since=state.failing_since or self.clock.wall())
+
     def _count(self, config: Configuration, result: ApplyResult) -> None:
         """Record an endpoint sync that succeeded."""
-        self._state = replace(self._state, last_sync_time=self.clock.wall(), last_result="ok",
+        self._state = replace(self._state, last_sync_time=self.clock.wall(), last_result="ok", failing_since=None,
                               endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
         if self.metrics is not None:
             self.metrics.observe_counts(self._state)

@@ -72,7 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200 if ok else 500, "text/plain", (reason + "\n").encode())
             elif path == "/readyz":
                 ready = owner.ready()
-                self._send(200 if ready else 503, "text/plain", b"ok\n" if ready else b"not ready\n")
+                reason = owner.controller.not_applied() or "not ready"
+                self._send(200 if ready else 503, "text/plain", b"ok\n" if ready else (reason + "\n").encode())
             elif path == "/status":
                 self._send(200, "application/json", json.dumps(owner.status(), sort_keys=True).encode())
             elif path == "/metrics":
@@ -138,6 +139,8 @@ class InternalServer:
             "config_checksum": state.checksum(),
             "reload_count": state.reload_count,
             "last_reload_result": state.last_result,
+            "config_not_applied_since": state.failing_since,
+            "config_not_applied": self.controller.not_applied(),
             "ingresses": state.ingresses,
             "backends": state.backends,
             "endpoints": state.endpoints,

@@ -201,3 +201,38 @@ def test_plain_endpoint_change_takes_no_full_sync(loop):
              message="endpoint change applied")
     time.sleep(0.5)
     assert lp.metrics.full_syncs == full_syncs
+
+
+class FailingPlane(RecordingPlane):
+    """Applies succeed until ``failing`` is set; then every apply fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def apply(self, config) -> ApplyResult:
+        if self.failing:
+            return ApplyResult("dynamic", RuntimeError("lua refused the section"))
+        return super().apply(config)
+
+
+def test_readiness_says_since_when_the_configuration_is_not_applied(loop):
+    from platformd.ingress.server import InternalServer
+    from prometheus_client import CollectorRegistry
+
+    plane = FailingPlane()
+    lp = loop(_cluster(1) + [_slice(0, "10.0.0.1")], plane=plane, route_interval=0.05, endpoint_interval=0.0,
+              retry_interval=0.1)
+    wait_for(lambda: lp.controller.ready(), 10, message="ready")
+    server = InternalServer("127.0.0.1", 0, lp.controller, CollectorRegistry())
+    assert server.status()["config_not_applied"] is None
+    plane.failing = True
+    lp.write("new.yaml", [o.ingress("n", "n.example", [("/", "s0", 80)])])
+    wait_for(lambda: not lp.controller.ready(), 10, message="not ready once applies fail")
+    status = server.status()
+    assert status["config_not_applied"].startswith("configuration not applied since 20")
+    assert "lua refused the section" in status["config_not_applied"]
+    assert status["config_not_applied_since"] is not None
+    plane.failing = False
+    wait_for(lambda: lp.controller.ready(), 10, message="ready again once an apply succeeds")
+    assert server.status()["config_not_applied"] is None
