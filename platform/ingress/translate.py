@@ -769,7 +769,22 @@ class _Translator:
             if not cert.ok or (not names and secret_key != default):
                 continue
             result.append(Certificate(secret_key, cert.cert_pem, cert.key_pem, hostnames=names))
-        return result
+        return self._within_store(result, host_certs)
+
+    def _within_store(self, result: list[Certificate], host_certs: dict[str, str]) -> list[Certificate]:
+        """Certificates that fit Lua's store; the hosts of the others get the default one."""
+        kept, refused = certs_mod.within_budget(((c.id, c) for c in result),
+                                                lambda c: len(c.cert_pem) + len(c.key_pem))
+        for secret_key, cert in refused:
+            namespace, _, name = secret_key.partition("/")
+            self.problems.append(Problem(
+                "Secret", namespace, name, "CertificateStoreFull",
+                f"TLS Secret {secret_key!r} ({len(cert.cert_pem) + len(cert.key_pem)} bytes) does not fit the "
+                f"certificate store next to the others ({certs_mod.STORE_BUDGET} bytes in all); "
+                "using the default certificate"))
+            for host in [h for h, k in host_certs.items() if k == secret_key]:
+                del host_certs[host]
+        return [c for _, c in kept]
 
     # -- servers -------------------------------------------------------------------------
 

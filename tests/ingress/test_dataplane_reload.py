@@ -148,17 +148,18 @@ def test_without_start_permission_a_sync_waits_for_the_supervisors_nginx(tmp_pat
     assert nginx.reloads == 1 and plane.running == config_for()
 
 
-def test_broken_configuration_is_refused_and_old_one_keeps_serving(dataplane, backends):
+def test_broken_configuration_is_refused_and_old_one_keeps_serving(dataplane, backends, monkeypatch):
     (b0,) = backends(1)
     good = config_for(b0)
     assert dataplane.apply(good).ok
     live = dataplane.nginx.files.conf.read_text()
     workers = dataplane.nginx.worker_pids()
 
-    # Python's re accepts this class (with a warning); PCRE refuses the
-    # unknown POSIX class, so only `nginx -t` can catch it.
-    with pytest.warns(FutureWarning):
-        broken = config_for(b0, regex="/x[[:nonsense:]]")
+    # PCRE refuses the unknown POSIX class. The validators ask PCRE itself
+    # (validate.regex), so to stand for a gap between them and nginx the
+    # engine check is switched off: only `nginx -t` can catch it then.
+    monkeypatch.setattr("platformd.ingress.validate.pcre.compile_error", lambda engine, pattern: None)
+    broken = config_for(b0, regex="/x[[:nonsense:]]")
     result = dataplane.apply(broken)
 
     assert not result.ok
