@@ -11,7 +11,7 @@ Safety: before its own parser runs, every string value passes ``_plain``
 ``$`` or braces, and each has a stricter validator of its own:
 ``rewrite-target`` (``$1``..``$9`` capture groups only), ``upstream-hash-by``
 (nginx variables only, read by Lua) and ``canary-by-header-pattern`` (a regex
-checked like a location regex). So no annotation value can end an nginx token
+with a location regex's token rules, compiled by Lua's own engine). So no annotation value can end an nginx token
 or directive, expand a variable, or reach Lua code.
 
 Scope: all annotations here are Ingress-wide; the translator decides what an
@@ -179,11 +179,6 @@ def _service_name(field: str, text: str) -> str:
     return text
 
 
-def _header_pattern(field: str, text: str) -> str:
-    v.regex(field, text)  # no quotes, ';', spaces, '$name' or stray braces
-    return v.header_pattern(field, text)
-
-
 def _header_value(field: str, text: str) -> str:
     return v.header_value(field, _plain(text))
 
@@ -212,7 +207,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "canary-weight-total": _int(1, 1_000_000),
     "canary-by-header": _checked(v.header_name),
     "canary-by-header-value": _unchecked(_header_value),
-    "canary-by-header-pattern": _unchecked(_header_pattern),
+    "canary-by-header-pattern": _unchecked(v.header_pattern),
     "canary-by-cookie": _checked(v.cookie_name),
     "affinity": _choice("cookie"),
     "affinity-mode": _choice("balanced", "persistent"),

@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sync-rate-limit", type=_positive_float, default=0.3,
                    help="full syncs (and so reloads) per second at most (default 0.3)")
     p.add_argument("--allow-snippet-annotations", action="store_true", help="accept *-snippet annotations")
+    p.add_argument("--disable-svc-external-name", action="store_true",
+                   help="refuse Services of type ExternalName as backends (ingress-nginx's flag)")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
     p.add_argument("--external-nginx", action="store_true",
                    help="nginx is run by a supervisor (platformd nginx): never start it, reload via its pid file")
@@ -124,6 +126,7 @@ def translate_options(args: argparse.Namespace):
         default_backend_service=args.default_backend_service,
         default_ssl_certificate=args.default_ssl_certificate,
         allow_snippet_annotations=args.allow_snippet_annotations,
+        external_name_services=not args.disable_svc_external_name,
         http_port=args.http_port, https_port=args.https_port)
 
 

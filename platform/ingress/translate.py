@@ -121,6 +121,7 @@ class TranslateOptions:
     default_backend_service: str | None = None  # "ns/name"
     default_ssl_certificate: str | None = None  # "ns/name"
     allow_snippet_annotations: bool = False
+    external_name_services: bool = True  # False: --disable-svc-external-name
     http_port: int = 80
     https_port: int = 443
     # Unix time certificates are checked against; None reads the wall clock
@@ -570,8 +571,10 @@ class _Translator:
             given = self.snap.endpoint_slices.get(ref.key, ())
             slices = tuple(given)
             resolved = _reuse.get(
-                ("resolve", ref.key, ref.port, settings[3], id(service), *map(id, slices)), (service, slices),
-                lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3]),
+                ("resolve", ref.key, ref.port, settings[3], self.opts.external_name_services, id(service),
+                 *map(id, slices)), (service, slices),
+                lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3],
+                                        external_name=self.opts.external_name_services),
             )
             state = _BackendState(ref, owner, resolved.endpoints, settings, resolved.issues)
             self.backends[ref.backend_name] = state

@@ -222,20 +222,7 @@ def regex(field: str, value: object) -> str:
     ``nginx -t`` (``duplicate "host" variable``) or, for a prefix variable
     (``$http_x``), would shadow it in every other tenant's locations.
     """
-    text = _require_str(field, value)
-    _no_control(field, text)
-    if not text or len(text) > 1024:
-        raise ValidationError(field, value, "must be 1-1024 characters")
-    for bad in ('"', "'", ";", "`", " "):
-        if bad in text:
-            raise ValidationError(field, value, f"may not contain {bad!r}")
-    if _REGEX_VAR.search(text):
-        raise ValidationError(field, value, "'$' may only be an end anchor, not a variable")
-    if "{" in text or "}" in text:
-        if "{" in _QUANTIFIER.sub("", text) or "}" in _QUANTIFIER.sub("", text):
-            raise ValidationError(field, value, "braces are only allowed as {m,n} quantifiers")
-    if text.endswith("\\") and not text.endswith("\\\\"):
-        raise ValidationError(field, value, "may not end with a lone backslash")
+    text = _regex_token(field, value, 1024)
     _compiles(field, value, text, pcre.NGINX)
     _compiles(field, value, text, pcre.LUA)
     for name in pcre.group_names(pcre.NGINX, text):
@@ -247,11 +234,27 @@ def regex(field: str, value: object) -> str:
 
 def header_pattern(field: str, value: object) -> str:
     """A regex evaluated by Lua only (canary header pattern): Lua's engine decides."""
+    text = _regex_token(field, value, 512)
+    _compiles(field, value, text, pcre.LUA)
+    return text
+
+
+def _regex_token(field: str, value: object, limit: int) -> str:
+    """A regex that cannot leave its quoted token or name a variable."""
     text = _require_str(field, value)
     _no_control(field, text)
-    if len(text) > 512:
-        raise ValidationError(field, value, "must be at most 512 characters")
-    _compiles(field, value, text, pcre.LUA)
+    if not text or len(text) > limit:
+        raise ValidationError(field, value, f"must be 1-{limit} characters")
+    for bad in ('"', "'", ";", "`", " "):
+        if bad in text:
+            raise ValidationError(field, value, f"may not contain {bad!r}")
+    if _REGEX_VAR.search(text):
+        raise ValidationError(field, value, "'$' may only be an end anchor, not a variable")
+    if "{" in text or "}" in text:
+        if "{" in _QUANTIFIER.sub("", text) or "}" in _QUANTIFIER.sub("", text):
+            raise ValidationError(field, value, "braces are only allowed as {m,n} quantifiers")
+    if text.endswith("\\") and not text.endswith("\\\\"):
+        raise ValidationError(field, value, "may not end with a lone backslash")
     return text
 
 
