@@ -211,6 +211,7 @@ def make_dataplane(args: argparse.Namespace, registry):
             cert, key = state_dir / "certs" / "default.crt", state_dir / "certs" / "default.key"
         else:
             cert, key = ensure_default_certificate(state_dir / "certs")
+        NginxFiles(state_dir).prepare()  # the socket's directory is private, or we do not start
     except (OSError, NginxError) as exc:
         raise StartError(f"cannot prepare state dir {state_dir}: {_one_line(exc)}") from None
     runtime = RuntimePaths(state_dir, paths.lua_dir(), cert, key)

@@ -111,7 +111,7 @@ def test_contract_hooks_are_rendered():
         'log_by_lua_block { require("balancer").log() }',
         'ssl_client_hello_by_lua_block { require("certificate").call() }',
         'content_by_lua_block { require("configuration").call() }',
-        'listen "unix:/var/lib/platformd/nginx-config.sock";',
+        'listen "unix:/var/lib/platformd/private/nginx-config.sock";',
         "proxy_pass http://upstream_balancer;",
         "grpc_pass grpc://upstream_balancer;",
         "proxy_pass https://upstream_balancer;",
@@ -249,6 +249,7 @@ def test_rich_configuration_passes_nginx_t(tmp_path):
     shutil.rmtree(state, ignore_errors=True)
     (state / "logs").mkdir(parents=True)
     (state / "tmp").mkdir()
+    (state / "private").mkdir(mode=0o700)  # the configuration socket's directory (layout.py)
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
          "-keyout", str(state / "default.key"), "-out", str(state / "default.crt"), "-days", "1", "-subj", "/CN=t"],

@@ -130,3 +130,31 @@ def test_external_name_to_loopback_does_not_expose_status(fake_api, ingress_cont
     response = running.get("/status", host="peek.example")
     assert response.status_code == 503
     assert "config_checksum" not in response.text
+
+
+def test_another_local_user_cannot_reprogram_the_data_plane(fake_api, ingress_controller, netns_backends):
+    """`runuser -u nobody -- curl --unix-socket … -X POST …/configuration/backends` moved a host."""
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if os.geteuid() != 0 or not shutil.which("runuser") or not shutil.which("curl"):
+        pytest.skip("needs root, runuser and curl")
+    backends = netns_backends(["web"])
+    fake_api.create(o.ingress_class())
+    fake_api.create(o.service("web"))
+    fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
+    fake_api.create(o.ingress("good", "good.example", [("/", "web", 80)]))
+    running = ingress_controller()
+    running.wait_ready()
+    os.chmod(running.state_dir, 0o755)  # as the issue found it: state directories 0755
+    socket = running.controller.plane.runtime.socket
+    attempt = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "curl", "-sS", "--max-time", "5", "--unix-socket", str(socket),
+         "-X", "POST", "http://nginx/configuration/backends", "-d", "[]"],
+        capture_output=True, text=True)
+    assert attempt.returncode != 0, attempt.stdout
+    assert "Permission denied" in attempt.stderr or "Couldn't connect" in attempt.stderr
+    assert running.get("/", host="good.example").text == "web"
