@@ -298,8 +298,9 @@ class FileSource:
         """Everything at once: a source may ignore ``limit``, as the API server may."""
         self._ensure_started()
         with self._lock:
+            collection = resource.collection
             items = [obj for (res, _), obj in self._objects.items()
-                     if res == resource and _in_namespace(obj, namespace)]
+                     if res == collection and _in_namespace(obj, namespace) and resource.selects(obj)]
             return ListPage(items, str(self._resource_version))
 
     def watch(self, resource: Resource, namespace: str | None, *,
@@ -561,7 +562,8 @@ class _FileWatch:
                     source._changed.wait(remaining)
             self._since = changes[-1].resource_version
             for change in changes:
-                if change.resource == self._resource and _in_namespace(change.object, self._namespace):
+                if change.resource == self._resource.collection and _in_namespace(change.object, self._namespace) \
+                        and self._resource.selects(change.object):
                     yield WatchEvent(change.type, change.object)
 
     def close(self) -> None:

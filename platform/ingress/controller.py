@@ -221,7 +221,8 @@ class Controller:
         self.classes = factory.informer(resources.INGRESS_CLASSES)
         self.services = factory.informer(resources.SERVICES)
         self.slices = factory.informer(resources.ENDPOINT_SLICES, {_BY_SERVICE: index_endpointslice_by_service})
-        self.secrets = factory.informer(resources.SECRETS)
+        # TLS Secrets only: the only ones we serve; no other Secret is ever held.
+        self.secrets = factory.informer(resources.TLS_SECRETS)
         self.configmaps = None
         if options.configmap:
             self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
