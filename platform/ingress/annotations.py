@@ -142,11 +142,21 @@ def _int(low: int, high: int) -> Callable[[str], int]:
     return lambda text: parse_int(_plain(text), low, high)
 
 
+# Bounds on what one annotation may ask for: far above any honest use (an
+# allowlist of a few hundred CIDRs), far below what would bloat every sync,
+# the Lua payloads and the replies (a 64 KB cookie path came back in every
+# Set-Cookie). Kubernetes allows 256 KiB of annotations per object.
+MAX_VALUE_LENGTH = 16 * 1024
+MAX_LIST_ITEMS = 1000
+
+
 def _list(item: Callable[[str, str], object]) -> Callable[[str], tuple]:
     def parse(text: str) -> tuple:
         items = [part.strip() for part in _plain(text).split(",") if part.strip()]
         if not items:
             raise _Refused("must list at least one value")
+        if len(items) > MAX_LIST_ITEMS:
+            raise _Refused(f"lists {len(items)} values (at most {MAX_LIST_ITEMS})")
         return tuple(item("value", part) for part in items)
 
     return parse
@@ -261,6 +271,8 @@ class _Reader:
             try:
                 if not isinstance(text, str):
                     raise _Refused("must be a string")
+                if len(text) > MAX_VALUE_LENGTH:
+                    raise _Refused(f"is {len(text)} characters long (at most {MAX_VALUE_LENGTH})")
                 self.values[name] = PARSERS[name](text)
             except (ValueError, v.ValidationError) as exc:
                 self.fail((name,), exc.reason if isinstance(exc, v.ValidationError) else str(exc))

@@ -122,6 +122,16 @@ def test_a_64kb_session_cookie_path_is_refused():
     assert annotations.parse({P + "affinity": "cookie", P + "session-cookie-path": "/app"}).errors == ()
 
 
+def test_annotation_values_and_lists_are_bounded():
+    long_list = ",".join(f"10.{i // 256}.{i % 256}.0/24" for i in range(annotations.MAX_LIST_ITEMS + 1))
+    parsed = annotations.parse({P + "allowlist-source-range": long_list})
+    assert [e.annotation for e in parsed.errors] == [P + "allowlist-source-range"]
+    huge = annotations.parse({P + "upstream-vhost": "a" * (annotations.MAX_VALUE_LENGTH + 1)})
+    assert "characters long" in huge.errors[0].reason
+    fine = ",".join(f"10.0.{i}.0/24" for i in range(200))
+    assert annotations.parse({P + "allowlist-source-range": fine}).errors == ()
+
+
 # --- certificates: every key type against its certificate, sizes --------------------
 
 
