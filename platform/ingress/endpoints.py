@@ -25,8 +25,11 @@ Rules (Kubernetes API reference for Service and EndpointSlice):
   multicast, also as IPv4-mapped IPv6) is refused: ``externalName:
   127.0.0.1`` let any namespace publish the controller's loopback-only
   ``/status`` and ``/metrics``, and 169.254.169.254 the cloud metadata
-  service. Whoever resolves a DNS name later must apply the same check to
-  each resolved address. ``external_name=False`` (``--disable-svc-external-name``)
+  service. So is one of ``local_addresses`` (this network namespace's own
+  addresses, ``hostaddrs.read()``: the pod's, or the node's with
+  hostNetwork), which reach the controller's ports just the same. Whoever
+  resolves a DNS name later must apply the same checks to each resolved
+  address. ``external_name=False`` (``--disable-svc-external-name``)
   refuses every ExternalName Service.
 
 A missing Service or port is an ``Issue`` and no endpoints: the backend still
@@ -134,6 +137,7 @@ def resolve(
     *,
     service_upstream: bool = False,
     external_name: bool = True,
+    local_addresses: frozenset[str] = frozenset(),
 ) -> Resolved:
     """Endpoints of Service ``key`` ("ns/name") port ``port`` (see module docstring)."""
     if service is None:
@@ -146,7 +150,7 @@ def resolve(
                 "ExternalNameDisabled",
                 f"Service {key!r} is ExternalName, and ExternalName Services are disabled "
                 "(--disable-svc-external-name); its paths answer 503"),))
-        return _external_name(key, spec, port, entry)
+        return _external_name(key, spec, port, entry, local_addresses)
     if entry is None:
         return Resolved(issues=(Issue("ServicePortNotFound", f"Service {key!r} has no port {port!r}; its paths answer 503"),))
     issues: list[Issue] = []
@@ -162,7 +166,8 @@ def resolve(
     return Resolved(endpoints=tuple(ready or terminating), issues=tuple(issues))
 
 
-def _external_name(key: str, spec: dict, port: int | str, entry: dict | None) -> Resolved:
+def _external_name(key: str, spec: dict, port: int | str, entry: dict | None,
+                   local_addresses: frozenset[str]) -> Resolved:
     name = spec.get("externalName", "")
     if entry is not None:
         number = entry.get("port")
@@ -174,6 +179,8 @@ def _external_name(key: str, spec: dict, port: int | str, entry: dict | None) ->
         return Resolved(issues=(Issue("ServicePortNotFound", f"ExternalName Service {key!r} has no port {port!r}"),))
     if _is_ip(name):
         why = special_address(str(name))
+        if why is None and v.canonical_ip(str(name)) in local_addresses:
+            why = "one of this controller's own addresses"
         if why is not None:
             return Resolved(issues=(Issue(
                 "ExternalNameRefused",

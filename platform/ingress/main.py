@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def translate_options(args: argparse.Namespace):
+    from platformd.ingress import hostaddrs
     from platformd.ingress.translate import TranslateOptions
     return TranslateOptions(
         controller_class=args.controller_class, ingress_class=args.ingress_class,
@@ -127,6 +128,7 @@ def translate_options(args: argparse.Namespace):
         default_ssl_certificate=args.default_ssl_certificate,
         allow_snippet_annotations=args.allow_snippet_annotations,
         external_name_services=not args.disable_svc_external_name,
+        local_addresses=hostaddrs.read(),
         http_port=args.http_port, https_port=args.https_port)
 
 

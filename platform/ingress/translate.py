@@ -122,6 +122,7 @@ class TranslateOptions:
     default_ssl_certificate: str | None = None  # "ns/name"
     allow_snippet_annotations: bool = False
     external_name_services: bool = True  # False: --disable-svc-external-name
+    local_addresses: frozenset[str] = frozenset()  # ExternalName may not point here (hostaddrs.read())
     http_port: int = 80
     https_port: int = 443
     # Unix time certificates are checked against; None reads the wall clock
@@ -571,10 +572,12 @@ class _Translator:
             given = self.snap.endpoint_slices.get(ref.key, ())
             slices = tuple(given)
             resolved = _reuse.get(
-                ("resolve", ref.key, ref.port, settings[3], self.opts.external_name_services, id(service),
+                ("resolve", ref.key, ref.port, settings[3], self.opts.external_name_services,
+                 self.opts.local_addresses, id(service),
                  *map(id, slices)), (service, slices),
                 lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3],
-                                        external_name=self.opts.external_name_services),
+                                        external_name=self.opts.external_name_services,
+                                        local_addresses=self.opts.local_addresses),
             )
             state = _BackendState(ref, owner, resolved.endpoints, settings, resolved.issues)
             self.backends[ref.backend_name] = state

@@ -55,3 +55,25 @@ def test_the_flag_is_ingress_nginx_s():
     args = main.build_parser().parse_args(["--disable-svc-external-name"])
     assert main.translate_options(args).external_name_services is False
     assert main.translate_options(main.build_parser().parse_args([])).external_name_services is True
+
+
+def test_the_controllers_own_addresses_are_refused():
+    """The health server binds every address: the pod IP reaches 10254 as well as 127.0.0.1 did."""
+    own = frozenset({"10.244.1.7"})
+    result = endpoints.resolve("default/x", external("x", "10.244.1.7", 10254), (), 10254, local_addresses=own)
+    assert [i.reason for i in result.issues] == ["ExternalNameRefused"]
+    assert "own addresses" in result.issues[0].message
+    other = endpoints.resolve("default/x", external("x", "10.244.1.8", 10254), (), 10254, local_addresses=own)
+    assert [e.address for e in other.endpoints] == ["10.244.1.8"]
+
+
+def test_local_addresses_are_read_from_proc(tmp_path):
+    from platformd.ingress import hostaddrs
+
+    (tmp_path / "fib_trie").write_text(
+        "Main:\n  +-- 0.0.0.0/0 3 0 5\n        |-- 10.244.1.7\n           /32 host LOCAL\n"
+        "        |-- 10.244.1.0\n           /24 link UNICAST\n")
+    (tmp_path / "if_inet6").write_text("fd000000000000000000000000000002 04 40 00 82     eth0\n")
+    assert hostaddrs.read(tmp_path) == {"10.244.1.7", "fd00::2"}
+    assert hostaddrs.read(tmp_path / "missing") == frozenset()
+    assert "127.0.0.1" in hostaddrs.read()  # this machine's own table
