@@ -16,7 +16,8 @@ group name of 40 characters) and refuses some both accept (possessive
 quantifiers before 3.11, ``\\Q..\\E``), so a translation that checked with
 ``re`` handed Lua a pattern it answered 400 for, failing the whole backends
 section for every tenant. Asking the engines themselves through ``ctypes``
-costs ~5 µs a pattern (a compile, then free) and is the only check that is
+costs ~10 µs a pattern per engine (a compile, then free; 20 µs for both,
+measured over 5,000 patterns) and is the only check that is
 right by construction; results are cached per pattern (bounded LRU).
 
 ``compile_error(engine, pattern)`` is None when the engine compiles the
