@@ -245,3 +245,11 @@ def test_40_secrets_of_900kb_do_not_fill_the_store_and_leave_nothing_behind():
     assert [c.id for c in result.configuration.certificates] == ["default/ok"]
     # The facts cache keeps digests and names, never the PEM text.
     assert all(not hasattr(f, "cert_pem") for f in certificates._FACTS._entries.values())
+
+
+def test_the_facts_cache_gives_what_a_fresh_check_gives():
+    cache = certificates._FactsCache(size=2)
+    cases = [(_cert(EC), _key_pem(EC)), (_cert(EC), _key_pem(RSA)), (_cert(ED), _key_pem(ED))]
+    for cert, key in cases * 2:  # the second round hits (or, past the bound, misses) the cache
+        assert cache.get(cert, [cert], key) == certificates._FactsCache().get(cert, [cert], key)
+    assert len(cache) == 2  # bounded
