@@ -89,6 +89,7 @@ def render_status_table(doc: dict[str, Any]) -> str:
             ("backends", str(ingress.get("backends", "-"))),
             ("endpoints", str(ingress.get("endpoints", "-"))),
         ])
+        out += _refused(ingress)
     nodeproxy = (comps.get("nodeproxy") or {}).get("status") or {}
     if "nodeproxy" in comps:
         out += ["", "nodeproxy:"]
@@ -103,6 +104,21 @@ def render_status_table(doc: dict[str, Any]) -> str:
     if doc.get("problems"):
         out += ["", "problems:"] + [f"  - {p}" for p in doc["problems"]]
     return "\n".join(out) + "\n"
+
+
+def _refused(status: dict[str, Any], shown: int = 20) -> list[str]:
+    """The ingress controller's refused objects, one line each."""
+    problems = status.get("problems") or []
+    if not problems:
+        return []
+    total = status.get("problems_total", len(problems))
+    out = [f"  refused objects: {total}"]
+    for p in problems[:shown]:
+        where = f"{p.get('namespace')}/{p.get('name')}" if p.get("namespace") else p.get("name")
+        out.append(f"    {p.get('kind')} {where}: {p.get('reason')}: {p.get('message')}")
+    if total > shown:
+        out.append(f"    ... and {total - shown} more (platformctl status -o json)")
+    return out
 
 
 def _kv(pairs: list[tuple[str, str]]) -> list[str]:

@@ -58,6 +58,8 @@ class ApiSource:
         query = [("limit", str(limit))] if limit else []
         if continue_token:
             query.append(("continue", continue_token))
+        if resource.field_selector:
+            query.append(("fieldSelector", resource.field_selector))
         path = resource.path(namespace)
         response = kubeclient.request(self.api_client, "GET", path, query=query)
         try:
@@ -74,6 +76,8 @@ class ApiSource:
                  ("timeoutSeconds", str(timeout_seconds))]
         if resource_version:
             query.append(("resourceVersion", resource_version))
+        if resource.field_selector:
+            query.append(("fieldSelector", resource.field_selector))
         path = resource.path(namespace)
         timeout = urllib3.Timeout(connect=kubeclient.DEFAULT_TIMEOUT.connect_timeout,
                                   read=timeout_seconds + _WATCH_READ_SLACK)

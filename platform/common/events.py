@@ -23,10 +23,19 @@ What ``event()`` does, in order (after client-go's ``EventCorrelator``):
 3. **De-duplicate.** An event identical to one already recorded (same key
    including the message) is not a new object: its ``count`` and
    ``lastTimestamp`` go up and the existing Event is PATCHed.
-4. **Queue for sending.** At most ``max_pending`` records wait to be sent; a
-   record already waiting is updated in place (so a burst of repeats becomes
-   one PATCH with the final count); when the queue is full a new record is
-   dropped and counted.
+4. **Queue for sending, coalesced per object.** Records wait per involved
+   object, and the sender takes objects in turn (one record each, round
+   robin), so one chatty object cannot delay everybody else's first Event.
+   A record already waiting is updated in place (a burst of repeats becomes
+   one PATCH with the final count). While more than ``max_pending`` records
+   wait, a new event of an object that already has records waiting replaces
+   them (``coalesced``: its newest Event still goes out, with the counts of
+   repeats kept on the records), and an object with nothing waiting is
+   always queued: every object with something to say gets an Event. (A queue
+   that dropped new records when full gave 1,333 of ~2,265 refused Ingresses
+   no Event at all during a burst.) The number of waiting objects is bounded
+   by ``max_objects`` only as a last line against a runaway caller; past it
+   an event is dropped and counted.
 
 The sender creates the Event (POST) the first time and PATCHes ``count``,
 ``lastTimestamp`` and ``message`` afterwards; a PATCH that finds the Event
@@ -39,7 +48,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -88,7 +97,8 @@ class EventStats:
     created: int = 0
     patched: int = 0
     dropped_rate_limited: int = 0
-    dropped_queue_full: int = 0
+    dropped_queue_full: int = 0  # only past ``max_objects`` waiting objects
+    coalesced: int = 0  # waiting records replaced by a newer event of the same object
     failed: int = 0
 
 
@@ -105,7 +115,7 @@ class _Record:
     last_timestamp: str
     count: int = 1
     name: str | None = None  # set once the server has it
-    queued: bool = False     # invariant: True iff its key is in ``_pending``
+    queued: bool = False     # invariant: True iff it is in ``_pending`` (under its object)
 
 
 @dataclass
@@ -142,18 +152,22 @@ class EventRecorder:
     """
 
     def __init__(self, api_client: ApiClient, component: str, host: str = "",
-                 clock: Clock = REAL_CLOCK, max_pending: int = 1000) -> None:
+                 clock: Clock = REAL_CLOCK, max_pending: int = 1000, max_objects: int = 100_000) -> None:
         self.component = component
         self.host = host
         self._api = api_client
         self._clock = clock
         self._max_pending = max_pending
+        self._max_objects = max_objects
         self._cond = threading.Condition()
         # Under ``_cond``:
         self._records: _Lru = _Lru(CACHE_SIZE)   # event key -> _Record
         self._similar: _Lru = _Lru(CACHE_SIZE)   # similar key -> _Similar
         self._buckets: _Lru = _Lru(CACHE_SIZE)   # object key -> TokenBucket
-        self._pending: deque[tuple] = deque()     # event keys to send, each at most once
+        # object key -> {event key: record} waiting to be sent, objects in turn.
+        # The records live here while queued, so the LRU above cannot lose them.
+        self._pending: OrderedDict[tuple, OrderedDict[tuple, _Record]] = OrderedDict()
+        self._pending_records = 0
         self._in_flight = 0
         self._stats = EventStats()
         self._stopping = False
@@ -197,17 +211,39 @@ class EventRecorder:
                 record.count += 1
                 record.last_timestamp = stamp
                 record.message = message
-            if not record.queued:
-                if len(self._pending) >= self._max_pending:
-                    self._stats.dropped_queue_full += 1
-                    # An existing record keeps its higher count for the next
-                    # send; a new one is simply not remembered.
-                    return
-                record.queued = True
-                self._pending.append(event_key)
-                self._cond.notify_all()
+            if not record.queued and not self._enqueue(object_key, event_key, record):
+                return
             self._records.put(event_key, record)
             self._ensure_sender()
+
+    def _enqueue(self, object_key: tuple, event_key: tuple, record: _Record) -> bool:
+        """Queue ``record`` under its object (see the module docstring); holds ``_cond``."""
+        waiting = self._pending.get(object_key)
+        if waiting is None:
+            if len(self._pending) >= self._max_objects:
+                self._stats.dropped_queue_full += 1
+                return False
+            waiting = self._pending[object_key] = OrderedDict()
+        elif self._pending_records >= self._max_pending:
+            for older in waiting.values():
+                older.queued = False
+            self._stats.coalesced += len(waiting)
+            self._pending_records -= len(waiting)
+            waiting.clear()
+        record.queued = True
+        waiting[event_key] = record
+        self._pending_records += 1
+        self._cond.notify_all()
+        return True
+
+    def _next_pending(self) -> _Record:
+        """The next record to send: the first waiting object's oldest; holds ``_cond``."""
+        object_key, waiting = self._pending.popitem(last=False)
+        _, record = waiting.popitem(last=False)
+        if waiting:  # its other records wait for the next round
+            self._pending[object_key] = waiting
+        self._pending_records -= 1
+        return record
 
     def _aggregate(self, similar_key: tuple, message: str, now: float) -> tuple[tuple, str]:
         """The event key and message to record under. Holds ``_cond``."""
@@ -239,6 +275,7 @@ class EventRecorder:
         with self._cond:
             self._stopping = True
             self._pending.clear()
+            self._pending_records = 0
             self._cond.notify_all()
         self._stop_wake.set()
         if self._sender is not None:
@@ -258,10 +295,7 @@ class EventRecorder:
                 self._cond.wait_for(lambda: self._pending or self._stopping)
                 if self._stopping:
                     return
-                key = self._pending.popleft()
-                record = self._records.get(key)
-                if record is None:  # forgotten by the LRU meanwhile
-                    continue
+                record = self._next_pending()
                 record.queued = False
                 snapshot = _Record(**vars(record))
                 self._in_flight += 1

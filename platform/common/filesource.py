@@ -53,6 +53,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import stat
 import sys
 import threading
 import time
@@ -62,13 +63,24 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from platformd.common import errors, resources
+from platformd.common import errors, objectschema, resources
 from platformd.common.reflector import ADDED, DELETED, MODIFIED, ListPage, WatchEvent
 from platformd.common.resources import Resource
 
 log = logging.getLogger(__name__)
 
 _SUFFIXES = (".yaml", ".yml")
+# A manifest file larger than this is refused unread: 50,000 objects of a
+# benchmark folder take 50 MB, and a file is read whole into memory.
+MAX_FILE_BYTES = 128 * 1024 * 1024
+# YAML aliases share one node; the objects we serve are trees that every
+# consumer (comparisons, JSON, copies) walks in full. A document may expand
+# to at most ALIAS_EXPANSION times the nodes it is written with (and any
+# document to ALIAS_FREE_NODES): "billion laughs" (9 aliases of 9 aliases...)
+# expands by 10^8 and is refused, while anchors that share a block of labels
+# stay well inside it.
+ALIAS_EXPANSION = 10
+ALIAS_FREE_NODES = 10_000
 
 
 class _ManifestLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
@@ -116,12 +128,17 @@ def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
     """
     loader = _ManifestLoader(text)
     found: list[tuple[Resource, dict]] = []
+    # An alias needs an anchor ("&name"): text without one cannot expand, and
+    # counting nodes costs as much as parsing (20,000 objects: +2.5 s).
+    may_alias = "&" in text
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
             line = node.start_mark.line + 1
+            if may_alias:
+                _check_expansion(path, line, node)
             doc = loader.construct_document(node)
             if doc is None:
                 continue
@@ -145,6 +162,49 @@ def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
     return found
 
 
+def _check_expansion(path: str, line: int, root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand it beyond the bound above.
+
+    Counts each node once (``written``) and as often as aliases repeat it
+    (``expanded``), in one pass over the distinct nodes; a node that
+    contains itself is refused too (it would never serialize).
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_nodes.discard(key)
+            children = _children(node)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise ManifestError(path, line, "invalid YAML: an alias refers to a node that contains it")
+        open_nodes.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in open_nodes:
+                raise ManifestError(path, line, "invalid YAML: an alias refers to a node that contains it")
+            if id(child) not in sizes:
+                stack.append((child, False))
+    written, expanded = len(sizes), sizes[id(root)]
+    if expanded > max(ALIAS_FREE_NODES, ALIAS_EXPANSION * written):
+        raise ManifestError(path, line, f"YAML aliases expand this document from {written} to {expanded} nodes "
+                                        f"(at most {ALIAS_EXPANSION}x or {ALIAS_FREE_NODES}); refused")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def _object(path: str, line: int, item: object) -> tuple[Resource, dict] | None:
     if not isinstance(item, dict):
         raise ManifestError(path, line, f"document is a {type(item).__name__}, not an object")
@@ -158,6 +218,11 @@ def _object(path: str, line: int, item: object) -> tuple[Resource, dict] | None:
     if resource is None:
         log.debug("%s:%d: skipping %s %s (kind not served)", path, line, api_version, kind)
         return None
+    # What an API server's decoder refuses never reaches a controller there;
+    # here neither (a string where a rule belongs broke every sync).
+    wrong = objectschema.problem(api_version, kind, item)
+    if wrong is not None:
+        raise ManifestError(path, line, f"{kind} {meta['name']}: {wrong}")
     # Normalised in place: the document was parsed just now and is ours.
     if resource.namespaced:
         meta["namespace"] = meta.get("namespace") or "default"
@@ -237,8 +302,9 @@ class FileSource:
         """Everything at once: a source may ignore ``limit``, as the API server may."""
         self._ensure_started()
         with self._lock:
+            collection = resource.collection
             items = [obj for (res, _), obj in self._objects.items()
-                     if res == resource and _in_namespace(obj, namespace)]
+                     if res == collection and _in_namespace(obj, namespace) and resource.selects(obj)]
             return ListPage(items, str(self._resource_version))
 
     def watch(self, resource: Resource, namespace: str | None, *,
@@ -314,7 +380,7 @@ class FileSource:
         for name in names:
             path = os.path.join(self.directory, name)
             try:
-                st = os.stat(path)
+                st = os.stat(path)  # follows symlinks: ConfigMap volumes link every file
             except OSError:
                 continue  # removed between listdir and stat
             fingerprint = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -332,8 +398,7 @@ class FileSource:
             return dict(old.by_id) if old is not None else {}
 
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = _read_regular(path)
             objects = parse_manifests(path, text)
         except ManifestError as exc:
             log.warning("ignoring %s (keeping its last good objects)", exc)
@@ -430,6 +495,30 @@ class FileSource:
         return self._history[start:]
 
 
+def _read_regular(path: str) -> str:
+    """The text of ``path`` if it is a regular file (after symlinks).
+
+    Opened non-blocking and checked on the open descriptor: a FIFO named
+    ``x.yaml`` would otherwise block the scan forever in ``open`` or
+    ``read``, and a check before ``open`` could be raced by a rename.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ManifestError(path, 0, "not a regular file; ignored")
+        if st.st_size > MAX_FILE_BYTES:
+            raise ManifestError(path, 0, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; ignored")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise ManifestError(path, 0, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; ignored")
+    return data.decode("utf-8")
+
+
 def _stamped(manifest: dict, uid: str, version: str | None, created: str | None) -> dict:
     """``manifest`` as served: a new top-level and metadata dict (the rest is
     shared) with our ``uid`` and ``resourceVersion``, and ``created`` unless
@@ -477,7 +566,8 @@ class _FileWatch:
                     source._changed.wait(remaining)
             self._since = changes[-1].resource_version
             for change in changes:
-                if change.resource == self._resource and _in_namespace(change.object, self._namespace):
+                if change.resource == self._resource.collection and _in_namespace(change.object, self._namespace) \
+                        and self._resource.selects(change.object):
                     yield WatchEvent(change.type, change.object)
 
     def close(self) -> None:

@@ -7,16 +7,22 @@ is the key informers are shared by and the unit a source lists and watches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
 class Resource:
+    """``field_selector`` (API syntax, ``a.b=value`` or ``a.b!=value`` terms
+    joined by commas) narrows the collection: a source lists and watches only
+    the objects it selects, so a process never even holds the others (the
+    ingress controller asks for ``type=kubernetes.io/tls`` Secrets only)."""
+
     group: str  # "" for the core ("legacy") group served under /api
     version: str
     plural: str
     kind: str
     namespaced: bool
+    field_selector: str = ""
 
     @property
     def api_version(self) -> str:
@@ -37,8 +43,34 @@ class Resource:
         """URL path of one object."""
         return f"{self.path(namespace)}/{name}"
 
+    @property
+    def collection(self) -> "Resource":
+        """The same collection without a field selector (what objects belong to)."""
+        return replace(self, field_selector="") if self.field_selector else self
+
+    def selects(self, obj: dict) -> bool:
+        """Whether ``obj`` passes the field selector (for sources that filter themselves)."""
+        return all(_field(obj, path) == value if op == "=" else _field(obj, path) != value
+                   for path, op, value in _terms(self.field_selector))
+
     def __str__(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+        name = f"{self.plural}.{self.group}" if self.group else self.plural
+        return f"{name}[{self.field_selector}]" if self.field_selector else name
+
+
+def _terms(selector: str) -> list[tuple[str, str, str]]:
+    terms = []
+    for part in filter(None, (p.strip() for p in selector.split(","))):
+        path, op, value = part.partition("!=") if "!=" in part else part.replace("==", "=", 1).partition("=")
+        terms.append((path.strip(), op, value.strip()))
+    return terms
+
+
+def _field(obj: dict, path: str) -> str:
+    current: object = obj
+    for part in path.split("."):
+        current = current.get(part) if isinstance(current, dict) else None
+    return "" if current is None else str(current)
 
 
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", "Ingress", True)
@@ -46,6 +78,8 @@ INGRESS_CLASSES = Resource("networking.k8s.io", "v1", "ingressclasses", "Ingress
 SERVICES = Resource("", "v1", "services", "Service", True)
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
+# Least privilege in memory: the only Secrets the ingress controller serves.
+TLS_SECRETS = Resource("", "v1", "secrets", "Secret", True, field_selector="type=kubernetes.io/tls")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

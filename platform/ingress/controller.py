@@ -247,7 +247,8 @@ class Controller:
         self.classes = factory.informer(resources.INGRESS_CLASSES)
         self.services = factory.informer(resources.SERVICES)
         self.slices = factory.informer(resources.ENDPOINT_SLICES, {_BY_SERVICE: index_endpointslice_by_service})
-        self.secrets = factory.informer(resources.SECRETS)
+        # TLS Secrets only: the only ones we serve; no other Secret is ever held.
+        self.secrets = factory.informer(resources.TLS_SECRETS)
         self.configmaps = None
         if options.configmap:
             self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
@@ -270,6 +271,8 @@ class Controller:
         self._seen_versions: dict[str, tuple] = {}  # owned Ingress -> its input last told "Sync"
         self._caches_synced = threading.Event()
         self._register_handlers()
+        if metrics is not None and hasattr(metrics, "watch_problems"):
+            metrics.watch_problems(self.problems)
 
     # --- public ---------------------------------------------------------------
 
@@ -580,11 +583,9 @@ class Controller:
         return tuple(problems)
 
     def _tell(self, translation: Translation) -> None:
-        """Events: new problems (each once while it lasts), "Sync" for changed Ingresses."""
-        problems = frozenset(translation.problems)
-        for problem in sorted(problems - self._reported):
-            self._event_for(problem)
-        self._reported = problems
+        """Problems (``_report``), then "Sync" for changed Ingresses that are served as asked."""
+        self._report(translation.problems)
+        flagged = {f"{p.namespace}/{p.name}" for p in self._reported if p.kind == "Ingress"}
         seen: dict[str, tuple] = {}
         for key in translation.owned_ingresses:
             obj = self.ingresses.store.get(key)
@@ -592,9 +593,37 @@ class Controller:
                 continue
             version = _ingress_input(obj)  # not resourceVersion: our status writes change that
             seen[key] = version
-            if self._seen_versions.get(key) != version and self.recorder is not None:
+            # A refused Ingress hears a Warning from ``_report``, not a "Sync"
+            # that reads as if all went well.
+            if self._seen_versions.get(key) != version and self.recorder is not None and key not in flagged:
                 self.recorder.event(obj, "Normal", "Sync", "Scheduled for sync")
         self._seen_versions = seen
+
+    # --- problems: the one path from "refused" to Events, /status and metrics ---------
+
+    def _report(self, problems: Iterable[Problem]) -> None:
+        """Publish the current problems: everything refused and why.
+
+        The one way a refusal becomes visible, whoever found it (translation,
+        annotation parser, the data plane refusing an object): a Warning
+        Event for each new problem (once while it lasts; the recorder
+        coalesces, never drops), and the whole set, swapped in at once, for
+        ``problems()`` (``/status``, ``platformctl status`` and the
+        ``nginx_ingress_controller_problems`` metric read it).
+        """
+        current = frozenset(problems)
+        for problem in sorted(current - self._reported):
+            self._event_for(problem)
+        self._reported = current
+
+    def problems(self) -> tuple[Problem, ...]:
+        """Every current problem, sorted: the last sync's, then files the source ignores."""
+        found = sorted(self._reported)
+        source_problems = getattr(self.factory.source, "problems", None)
+        if callable(source_problems):
+            found += [Problem("File", "", path, "InvalidManifest", message)
+                      for path, message in sorted(source_problems().items())]
+        return tuple(found)
 
     def _event_for(self, problem: Problem) -> None:
         log.warning("%s %s/%s: %s: %s", problem.kind, problem.namespace, problem.name, problem.reason, problem.message)
@@ -609,5 +638,5 @@ class Controller:
         obj = store.get(key) if store is not None else None
         if obj is None:
             return
-        self.recorder.event(obj, problem.type if problem.type in ("Normal", "Warning") else "Warning",
-                            problem.reason, problem.message)
+        # Every problem refuses something: Warning, whatever the finder said.
+        self.recorder.event(obj, "Warning", problem.reason, problem.message)

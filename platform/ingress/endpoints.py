@@ -20,7 +20,17 @@ Rules (Kubernetes API reference for Service and EndpointSlice):
 * ``ExternalName``: the model's ``Endpoint`` holds an IP, so an external name
   that is an IP literal becomes one endpoint (on the Service port) and a DNS
   name is refused with an ``Issue`` until the model can carry DNS-name
-  endpoints (resolved by Lua).
+  endpoints (resolved by Lua). An address EndpointSlice validation would
+  refuse (``special_address``: unspecified, loopback, link-local unicast or
+  multicast, also as IPv4-mapped IPv6) is refused: ``externalName:
+  127.0.0.1`` let any namespace publish the controller's loopback-only
+  ``/status`` and ``/metrics``, and 169.254.169.254 the cloud metadata
+  service. So is one of ``local_addresses`` (this network namespace's own
+  addresses, ``hostaddrs.read()``: the pod's, or the node's with
+  hostNetwork), which reach the controller's ports just the same. Whoever
+  resolves a DNS name later must apply the same checks to each resolved
+  address. ``external_name=False`` (``--disable-svc-external-name``)
+  refuses every ExternalName Service.
 
 A missing Service or port is an ``Issue`` and no endpoints: the backend still
 exists, so its locations answer 503 instead of disappearing.
@@ -29,13 +39,14 @@ exists, so its locations answer 503 instead of disappearing.
 from __future__ import annotations
 
 
+import ipaddress
 from dataclasses import dataclass
 
 from platformd.ingress import validate as v
 from platformd.ingress.model import Endpoint
 from platformd.ingress.snapshot import Issue
 
-__all__ = ["Resolved", "resolve", "service_port"]
+__all__ = ["Resolved", "resolve", "service_port", "special_address"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,30 @@ def service_port(service: dict, port: int | str) -> dict | None:
 
 def _is_ip(text: object) -> bool:
     return v.canonical_ip(str(text)) is not None
+
+
+_LINK_LOCAL_MULTICAST = (ipaddress.ip_network("224.0.0.0/24"), ipaddress.ip_network("ff02::/16"))
+
+
+def special_address(text: str) -> str | None:
+    """Why ``text`` (an IP address) may not be a backend, or None.
+
+    The addresses Kubernetes' EndpointSlice validation refuses
+    (``ValidateNonSpecialIP``): unspecified, loopback, link-local unicast
+    and link-local multicast; an IPv4-mapped IPv6 address counts as its IPv4.
+    """
+    ip = ipaddress.ip_address(text)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_unspecified:
+        return "an unspecified address"
+    if ip.is_loopback:
+        return "a loopback address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if any(ip in net for net in _LINK_LOCAL_MULTICAST if net.version == ip.version):
+        return "a link-local multicast address"
+    return None
 
 
 def _slice_endpoints(slices: tuple[dict, ...], port_name: str) -> tuple[list[Endpoint], list[Endpoint]]:
@@ -101,6 +136,8 @@ def resolve(
     port: int | str,
     *,
     service_upstream: bool = False,
+    external_name: bool = True,
+    local_addresses: frozenset[str] = frozenset(),
 ) -> Resolved:
     """Endpoints of Service ``key`` ("ns/name") port ``port`` (see module docstring)."""
     if service is None:
@@ -108,7 +145,12 @@ def resolve(
     spec = service.get("spec") or {}
     entry = service_port(service, port)
     if spec.get("type") == "ExternalName":
-        return _external_name(key, spec, port, entry)
+        if not external_name:
+            return Resolved(issues=(Issue(
+                "ExternalNameDisabled",
+                f"Service {key!r} is ExternalName, and ExternalName Services are disabled "
+                "(--disable-svc-external-name); its paths answer 503"),))
+        return _external_name(key, spec, port, entry, local_addresses)
     if entry is None:
         return Resolved(issues=(Issue("ServicePortNotFound", f"Service {key!r} has no port {port!r}; its paths answer 503"),))
     issues: list[Issue] = []
@@ -124,7 +166,8 @@ def resolve(
     return Resolved(endpoints=tuple(ready or terminating), issues=tuple(issues))
 
 
-def _external_name(key: str, spec: dict, port: int | str, entry: dict | None) -> Resolved:
+def _external_name(key: str, spec: dict, port: int | str, entry: dict | None,
+                   local_addresses: frozenset[str]) -> Resolved:
     name = spec.get("externalName", "")
     if entry is not None:
         number = entry.get("port")
@@ -135,6 +178,13 @@ def _external_name(key: str, spec: dict, port: int | str, entry: dict | None) ->
     if number is None:
         return Resolved(issues=(Issue("ServicePortNotFound", f"ExternalName Service {key!r} has no port {port!r}"),))
     if _is_ip(name):
+        why = special_address(str(name))
+        if why is None and v.canonical_ip(str(name)) in local_addresses:
+            why = "one of this controller's own addresses"
+        if why is not None:
+            return Resolved(issues=(Issue(
+                "ExternalNameRefused",
+                f"Service {key!r} is ExternalName {name!r}, {why}, which may not be a backend; its paths answer 503"),))
         return Resolved(endpoints=(Endpoint(str(name), int(number)),))
     return Resolved(issues=(Issue(
         "ExternalNameUnsupported",

@@ -9,8 +9,11 @@ flags to both programs) and uses ``--state-dir``, ``--http-port`` and
    controller's first sync reloads it); an existing file is kept, so a
    restarted nginx serves the last configuration the controller applied and
    the controller only re-pushes the dynamic state;
-2. remove a stale configuration socket (a crashed nginx leaves it behind and
-   the new one could not bind it);
+2. make sure the configuration socket's directory is private (``layout``:
+   ``private/`` is 0700 and ours, the state directory not writable by
+   others; otherwise refuse to start), and remove a stale configuration
+   socket (a crashed nginx leaves it behind and the new one could not bind
+   it; ``nginx-*.sock`` directly in the state directory is the old place);
 3. exec ``python -m platformd.logpipe --name nginx -- nginx -p D -c D/nginx.conf
    -e D/logs/error.log -g 'daemon off;'``: logpipe tags nginx's output and
    forwards supervisord's signals (QUIT drains).
@@ -41,10 +44,13 @@ def bootstrap(args) -> list[str]:
     files = NginxFiles(state_dir_of(args))
     if not files.conf.exists() or not (files.state_dir / "certs" / "default.key").exists():
         _write_bootstrap(args)
-    files.prepare()
+    try:
+        files.prepare()
+    except OSError as exc:  # UnsafeLayout among them: never run with a socket others can reach
+        raise StartError(str(exc)) from None
     # A master killed with -9 leaves its workers serving on our ports; the
     # new master could not bind until they let go (see orphans.py).
-    sockets = list(files.state_dir.glob("nginx-*.sock"))
+    sockets = [*files.state_dir.glob("nginx-*.sock"), *files.private_dir.glob("nginx-*.sock")]
     stop_orphaned_workers({args.http_port, args.https_port}, {str(p) for p in sockets})
     # nginx removes its unix sockets only on a clean exit; a stale file makes
     # bind() fail with "Address already in use".

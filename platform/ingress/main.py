@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sync-rate-limit", type=_positive_float, default=0.3,
                    help="nginx reloads (global settings only) per second at most (default 0.3); route changes are not limited")
     p.add_argument("--allow-snippet-annotations", action="store_true", help="accept *-snippet annotations")
+    p.add_argument("--disable-svc-external-name", action="store_true",
+                   help="refuse Services of type ExternalName as backends (ingress-nginx's flag)")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
     p.add_argument("--external-nginx", action="store_true",
                    help="nginx is run by a supervisor (platformd nginx): never start it, reload via its pid file")
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def translate_options(args: argparse.Namespace):
+    from platformd.ingress import hostaddrs
     from platformd.ingress.translate import TranslateOptions
     return TranslateOptions(
         controller_class=args.controller_class, ingress_class=args.ingress_class,
@@ -124,6 +127,8 @@ def translate_options(args: argparse.Namespace):
         default_backend_service=args.default_backend_service,
         default_ssl_certificate=args.default_ssl_certificate,
         allow_snippet_annotations=args.allow_snippet_annotations,
+        external_name_services=not args.disable_svc_external_name,
+        local_addresses=hostaddrs.read(),
         http_port=args.http_port, https_port=args.https_port)
 
 
@@ -208,6 +213,7 @@ def make_dataplane(args: argparse.Namespace, registry):
             cert, key = state_dir / "certs" / "default.crt", state_dir / "certs" / "default.key"
         else:
             cert, key = ensure_default_certificate(state_dir / "certs")
+        NginxFiles(state_dir).prepare()  # the socket's directory is private, or we do not start
     except (OSError, NginxError) as exc:
         raise StartError(f"cannot prepare state dir {state_dir}: {_one_line(exc)}") from None
     runtime = RuntimePaths(state_dir, paths.lua_dir(), cert, key)

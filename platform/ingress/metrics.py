@@ -6,11 +6,21 @@ same prefix and Prometheus conventions: ``..._sync_duration_seconds``
 (histogram of full syncs), ``..._syncs`` (counter by result), and gauges
 for what the last applied configuration holds (``..._ingresses``,
 ``..._backends``, ``..._endpoints``).
+
+``..._problems{kind, reason}`` counts the objects refused right now, by
+kind and reason, read from the controller at scrape time so it always
+agrees with ``/status``. ingress-nginx's ``..._errors`` keeps its meaning
+(failed reloads, in ``dataplane.Metrics``): a refused object is not a
+reload error.
 """
 
 from __future__ import annotations
 
+from collections import Counter as _Tally
+from collections.abc import Callable, Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 
 PREFIX = "nginx_ingress_controller_"
 
@@ -44,5 +54,28 @@ class ControllerMetrics:
         self.backends.set(state.backends)
         self.endpoints.set(state.endpoints)
 
+    def watch_problems(self, problems: Callable[[], Iterable]) -> None:
+        """Export ``problems()`` (objects with ``kind`` and ``reason``) at every scrape."""
+        self.registry.register(_ProblemsCollector(problems))
+
     def set_leader(self, election: str, leading: bool) -> None:
         self.leader.labels(name=election).set(1 if leading else 0)
+
+
+class _ProblemsCollector:
+    """``nginx_ingress_controller_problems``: current problems by kind and reason."""
+
+    def __init__(self, problems: Callable[[], Iterable]) -> None:
+        self._problems = problems
+
+    def describe(self):
+        return [GaugeMetricFamily(PREFIX + "problems", _PROBLEMS_HELP, labels=("kind", "reason"))]
+
+    def collect(self):
+        family = GaugeMetricFamily(PREFIX + "problems", _PROBLEMS_HELP, labels=("kind", "reason"))
+        for (kind, reason), count in sorted(_Tally((p.kind, p.reason) for p in self._problems()).items()):
+            family.add_metric((kind, reason), count)
+        yield family
+
+
+_PROBLEMS_HELP = "Objects refused right now (not served as written), by kind and reason"

@@ -10,7 +10,10 @@ Contract (docs/architecture.md, "component endpoints"):
 * ``/readyz``: 200 once the informers synced and the first sync was applied.
 * ``/status``: JSON with ``informers_synced``, ``last_sync_time`` (unix
   seconds), ``config_checksum``, ``reload_count``, ``last_reload_result``
-  ("ok"/"failed: …"), ``ingresses``, ``backends``, ``endpoints``.
+  ("ok"/"failed: …"), ``ingresses``, ``backends``, ``endpoints``, and
+  ``problems``: every object refused right now (``kind``, ``namespace``,
+  ``name``, ``reason``, ``message``; at most ``MAX_PROBLEMS`` of them, the
+  full count in ``problems_total``).
 * ``/metrics``: the Prometheus registry of the process.
 
 The server only reads from the objects it is given; every request is served
@@ -34,6 +37,7 @@ __all__ = ["InternalServer", "nginx_check", "nginx_master_check"]
 log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
+MAX_PROBLEMS = 500  # /status stays small enough to read; the metric counts them all
 
 
 def nginx_check(socket_path: Path, timeout: float = 2.0) -> Check:
@@ -144,7 +148,14 @@ class InternalServer:
             "ingresses": state.ingresses,
             "backends": state.backends,
             "endpoints": state.endpoints,
+            **self._problems(),
         }
+
+    def _problems(self) -> dict:
+        problems = self.controller.problems()
+        return {"problems_total": len(problems),
+                "problems": [{"kind": p.kind, "namespace": p.namespace, "name": p.name, "reason": p.reason,
+                              "message": p.message} for p in problems[:MAX_PROBLEMS]]}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._server.serve_forever, name="ingress-internal-server",

@@ -121,6 +121,8 @@ class TranslateOptions:
     default_backend_service: str | None = None  # "ns/name"
     default_ssl_certificate: str | None = None  # "ns/name"
     allow_snippet_annotations: bool = False
+    external_name_services: bool = True  # False: --disable-svc-external-name
+    local_addresses: frozenset[str] = frozenset()  # ExternalName may not point here (hostaddrs.read())
     http_port: int = 80
     https_port: int = 443
     # Unix time certificates are checked against; None reads the wall clock
@@ -570,8 +572,12 @@ class _Translator:
             given = self.snap.endpoint_slices.get(ref.key, ())
             slices = tuple(given)
             resolved = _reuse.get(
-                ("resolve", ref.key, ref.port, settings[3], id(service), *map(id, slices)), (service, slices),
-                lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3]),
+                ("resolve", ref.key, ref.port, settings[3], self.opts.external_name_services,
+                 self.opts.local_addresses, id(service),
+                 *map(id, slices)), (service, slices),
+                lambda: eps_mod.resolve(ref.key, service, slices, ref.port, service_upstream=settings[3],
+                                        external_name=self.opts.external_name_services,
+                                        local_addresses=self.opts.local_addresses),
             )
             state = _BackendState(ref, owner, resolved.endpoints, settings, resolved.issues)
             self.backends[ref.backend_name] = state
@@ -769,7 +775,22 @@ class _Translator:
             if not cert.ok or (not names and secret_key != default):
                 continue
             result.append(Certificate(secret_key, cert.cert_pem, cert.key_pem, hostnames=names))
-        return result
+        return self._within_store(result, host_certs)
+
+    def _within_store(self, result: list[Certificate], host_certs: dict[str, str]) -> list[Certificate]:
+        """Certificates that fit Lua's store; the hosts of the others get the default one."""
+        kept, refused = certs_mod.within_budget(((c.id, c) for c in result),
+                                                lambda c: len(c.cert_pem) + len(c.key_pem))
+        for secret_key, cert in refused:
+            namespace, _, name = secret_key.partition("/")
+            self.problems.append(Problem(
+                "Secret", namespace, name, "CertificateStoreFull",
+                f"TLS Secret {secret_key!r} ({len(cert.cert_pem) + len(cert.key_pem)} bytes) does not fit the "
+                f"certificate store next to the others ({certs_mod.STORE_BUDGET} bytes in all); "
+                "using the default certificate"))
+            for host in [h for h, k in host_certs.items() if k == secret_key]:
+                del host_certs[host]
+        return [c for _, c in kept]
 
     # -- servers -------------------------------------------------------------------------
 

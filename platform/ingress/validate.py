@@ -20,6 +20,9 @@ import functools
 import ipaddress
 import re
 
+from platformd import paths as share_paths
+from platformd.ingress import pcre
+
 __all__ = [
     "ValidationError",
     "backend_name",
@@ -91,7 +94,9 @@ _REWRITE = re.compile(
 _HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _COOKIE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-_COOKIE_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+# A cookie's path travels in every Set-Cookie; browsers keep cookies of about
+# 4 KB in all, so a longer path is a mistake (or an attempt to bloat replies).
+_COOKIE_PATH = re.compile(r"^/[A-Za-z0-9._~/-]{0,511}$")
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e]{0,256}$")
@@ -99,13 +104,12 @@ _SIZE = re.compile(r"^[0-9]{1,12}[kKmMgG]?$")
 _CIPHERS = re.compile(r"^[A-Za-z0-9:+!@._-]{1,2048}$")
 _SSL_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 _METHOD = re.compile(r"^[A-Z]{1,20}$")
-_NGINX_VAR = re.compile(r"^(?:\$[a-z_][a-z0-9_]{0,63})+$")
+_NGINX_VAR = re.compile(r"^(?:\$[a-z_][a-z0-9_]{0,63}){1,8}$")
 _LOG_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?")
 _ORIGIN = re.compile(rf"^https?://(?:\*\.)?{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?$")
 # Inside a regex, '$' is an anchor; reject it only where nginx could read it
 # as a variable in other contexts ($name, ${name}), to stay on the safe side.
 _REGEX_VAR = re.compile(r"\$[A-Za-z_{]")
-_PCRE_NAMED_GROUP = re.compile(r"\(\?<(?=[A-Za-z_])")
 _QUANTIFIER = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
 
 
@@ -210,12 +214,37 @@ def regex(field: str, value: object) -> str:
     """A PCRE pattern for a location, rewrite or ``if`` match.
 
     Accepts what ingress-nginx users write (``/foo(/|$)(.*)``); rejects
-    anything that could leave the quoted token or name a variable.
+    anything that could leave the quoted token or name a variable, and
+    anything the data plane's engines refuse: nginx (PCRE2) compiles it as a
+    location and Lua (PCRE 8, ``ngx.re``) may match it, so both must accept
+    it (see ``pcre``). A named group becomes an nginx variable for the whole
+    configuration: a name nginx or our template already uses fails
+    ``nginx -t`` (``duplicate "host" variable``) or, for a prefix variable
+    (``$http_x``), would shadow it in every other tenant's locations.
     """
+    text = _regex_token(field, value, 1024)
+    _compiles(field, value, text, pcre.NGINX)
+    _compiles(field, value, text, pcre.LUA)
+    for name in pcre.group_names(pcre.NGINX, text):
+        if is_nginx_variable(name):
+            raise ValidationError(
+                field, value, f"names a group {name!r}, which is an nginx variable; use another name or (?:...)")
+    return text
+
+
+def header_pattern(field: str, value: object) -> str:
+    """A regex evaluated by Lua only (canary header pattern): Lua's engine decides."""
+    text = _regex_token(field, value, 512)
+    _compiles(field, value, text, pcre.LUA)
+    return text
+
+
+def _regex_token(field: str, value: object, limit: int) -> str:
+    """A regex that cannot leave its quoted token or name a variable."""
     text = _require_str(field, value)
     _no_control(field, text)
-    if not text or len(text) > 1024:
-        raise ValidationError(field, value, "must be 1-1024 characters")
+    if not text or len(text) > limit:
+        raise ValidationError(field, value, f"must be 1-{limit} characters")
     for bad in ('"', "'", ";", "`", " "):
         if bad in text:
             raise ValidationError(field, value, f"may not contain {bad!r}")
@@ -226,25 +255,17 @@ def regex(field: str, value: object) -> str:
             raise ValidationError(field, value, "braces are only allowed as {m,n} quantifiers")
     if text.endswith("\\") and not text.endswith("\\\\"):
         raise ValidationError(field, value, "may not end with a lone backslash")
-    try:
-        # PCRE also spells named groups (?<name>...); Python only (?P<name>...).
-        re.compile(_PCRE_NAMED_GROUP.sub("(?P<", text))
-    except re.error as exc:
-        raise ValidationError(field, value, f"is not a valid regular expression: {exc}") from None
     return text
 
 
-def header_pattern(field: str, value: object) -> str:
-    """A regex evaluated by Lua only (canary header pattern)."""
-    text = _require_str(field, value)
-    _no_control(field, text)
-    if len(text) > 512:
-        raise ValidationError(field, value, "must be at most 512 characters")
+def _compiles(field: str, value: object, text: str, engine: str) -> None:
     try:
-        re.compile(_PCRE_NAMED_GROUP.sub("(?P<", text))
-    except re.error as exc:
-        raise ValidationError(field, value, f"is not a valid regular expression: {exc}") from None
-    return text
+        error = pcre.compile_error(engine, text)
+    except pcre.EngineMissing as exc:
+        raise ValidationError(field, value, f"cannot be checked: {exc}") from None
+    if error is not None:
+        where = "nginx (PCRE2)" if engine == pcre.NGINX else "Lua's ngx.re (PCRE)"
+        raise ValidationError(field, value, f"is not a valid regular expression for {where}: {error}")
 
 
 def redirect_target(field: str, value: object) -> str:
@@ -404,7 +425,9 @@ def log_format(field: str, value: object) -> str:
     """An access log format: text plus ``$variable`` references.
 
     Quotes are allowed (they are escaped by ``quote``); ``${...}``, bare
-    ``$``, backslashes and control characters are not.
+    ``$``, backslashes and control characters are not, and every variable
+    must be one nginx knows (``$hostX`` would fail ``nginx -t`` and stop
+    every later reload, for every tenant).
     """
     text = _require_str(field, value)
     _no_control(field, text)
@@ -415,6 +438,8 @@ def log_format(field: str, value: object) -> str:
     for match in _LOG_VAR.finditer(text):
         if match.group(1) is None:
             raise ValidationError(field, value, "'$' must start a variable name")
+        if not is_nginx_variable(match.group(1)):
+            raise ValidationError(field, value, f"uses ${match.group(1)}, which is not an nginx variable")
     return text
 
 
@@ -427,6 +452,53 @@ def pem_bundle(field: str, cert_pem: object, key_pem: object) -> tuple[str, str]
     if not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", key):
         raise ValidationError(f"{field}.key_pem", "<redacted>", "must contain a PEM PRIVATE KEY block")
     return cert, key
+
+
+# --- nginx's variable names ----------------------------------------------------
+
+# Built-in variables of the nginx we ship (Debian's 1.22 with its modules and
+# the Lua module): named captures may not take these names, log formats may
+# only use these, the prefixed ones below and those our template defines.
+NGINX_VARIABLES = frozenset("""
+    ancient_browser args binary_remote_addr body_bytes_sent bytes_received bytes_sent connection
+    connection_requests connection_time connections_active connections_reading connections_waiting
+    connections_writing content_length content_type date_gmt date_local document_root document_uri
+    fastcgi_path_info fastcgi_script_name gzip_ratio host hostname http2 https invalid_referer is_args
+    limit_conn_status limit_rate limit_req_status memcached_key modern_browser msec msie nginx_version
+    pid pipe proxy_add_x_forwarded_for proxy_host proxy_port proxy_protocol_addr proxy_protocol_port
+    proxy_protocol_server_addr proxy_protocol_server_port query_string realip_remote_addr
+    realip_remote_port realpath_root remote_addr remote_port remote_user request request_body
+    request_body_file request_completion request_filename request_id request_length request_method
+    request_time request_uri scheme secure_link secure_link_expires server_addr server_name server_port
+    server_protocol session_time slice_range ssl_alpn_protocol ssl_cipher ssl_ciphers ssl_client_cert
+    ssl_client_escaped_cert ssl_client_fingerprint ssl_client_i_dn ssl_client_i_dn_legacy
+    ssl_client_raw_cert ssl_client_s_dn ssl_client_s_dn_legacy ssl_client_serial ssl_client_v_end
+    ssl_client_v_remain ssl_client_v_start ssl_client_verify ssl_curves ssl_early_data ssl_preread_alpn_protocols
+    ssl_preread_protocol ssl_preread_server_name ssl_protocol ssl_server_name ssl_session_id
+    ssl_session_reused status tcpinfo_rcv_space tcpinfo_rtt tcpinfo_rttvar tcpinfo_snd_cwnd
+    time_iso8601 time_local uid_got uid_reset uid_set upstream_addr upstream_bytes_received
+    upstream_bytes_sent upstream_cache_status upstream_connect_time upstream_first_byte_time
+    upstream_header_time upstream_queue_time upstream_response_length upstream_response_time
+    upstream_session_time upstream_status uri
+""".split())
+# Families nginx resolves by prefix ($http_<header>, $arg_<name>...).
+NGINX_VARIABLE_PREFIXES = ("arg_", "cookie_", "http_", "sent_http_", "sent_trailer_", "upstream_cookie_",
+                           "upstream_http_", "upstream_trailer_")
+_TEMPLATE_VARIABLE = re.compile(r"^\s*(?:map\s+\S+|set)\s+\$([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+@functools.lru_cache(maxsize=1)
+def template_variables() -> frozenset[str]:
+    """Variables our nginx.conf template defines (``map``/``set``), read from
+    the template itself so the list cannot drift from it."""
+    text = (share_paths.templates_dir() / "nginx.conf.j2").read_text()
+    return frozenset(_TEMPLATE_VARIABLE.findall(text))
+
+
+def is_nginx_variable(name: str) -> bool:
+    """Whether ``$name`` means something to our nginx (built in, prefixed or ours)."""
+    return (name in NGINX_VARIABLES or name.startswith(NGINX_VARIABLE_PREFIXES)
+            or name in template_variables())
 
 
 # Characters that must never appear in a quoted token, whatever its validator

@@ -179,9 +179,12 @@ def test_a_hung_api_server_never_blocks_the_caller(tmp_path):
         for i in range(100):
             rec.event(ingress(f"obj{i}"), "Normal", "Sync", "synced")
         assert time.monotonic() - started < 1.0
-        dropped = rec.stats().dropped_queue_full
-        # The sender holds at most one record; five more wait; the rest drop.
-        assert 100 - 5 - 1 <= dropped <= 100 - 5
+        # Coalesced per object, not dropped: each of the 100 objects waits
+        # with its one record (the sender holds at most one of them).
+        stats = rec.stats()
+        assert stats.dropped_queue_full == 0 and stats.coalesced == 0
+        with rec._cond:
+            assert 99 <= rec._pending_records <= 100
         rec.stop(timeout=0.2)
     finally:
         hung.close()
@@ -192,3 +195,36 @@ def test_bad_arguments_are_programming_errors(recorder):
         recorder.event(ingress("a"), "Error", "Sync", "x")
     with pytest.raises(ValueError):
         recorder.event({"kind": "Ingress", "metadata": {}}, "Normal", "Sync", "x")
+
+
+def test_a_burst_of_refused_objects_gives_every_one_its_event(server, api):
+    """#15: 2,265 refused Ingresses in a burst; before, a full queue dropped 1,333 Events."""
+    rec = EventRecorder(api, "platform-ingress", clock=FakeClock(), max_pending=1000)
+    try:
+        for i in range(2265):
+            rec.event(ingress(f"bad{i}"), "Warning", "InvalidAnnotation", f"bad{i} is refused")
+        assert rec.flush(120)
+        stats = rec.stats()
+        assert stats.dropped_queue_full == 0 and stats.dropped_rate_limited == 0
+        assert {e["involvedObject"]["name"] for e in recorded(server)} == {f"bad{i}" for i in range(2265)}
+    finally:
+        rec.stop(timeout=2)
+
+
+def test_past_max_pending_an_object_keeps_its_newest_event(server, api):
+    """Coalescing replaces what an object already has waiting, never another object's."""
+    rec = EventRecorder(api, "platform-ingress", clock=FakeClock(), max_pending=2)
+    with rec._cond:  # hold the sender back while the queue fills
+        for i in range(3):
+            rec.event(ingress("a"), "Warning", f"Reason{i}", "x")
+        rec.event(ingress("b"), "Warning", "Other", "y")
+        waiting = {k[4]: [r.reason for r in v.values()] for k, v in rec._pending.items()}
+    try:
+        assert waiting["b"] == ["Other"]
+        assert waiting["a"][-1] == "Reason2"
+        assert rec.stats().coalesced >= 1
+        assert rec.flush(10)
+        assert {(e["involvedObject"]["name"], e["reason"]) for e in recorded(server)} >= {("a", "Reason2"),
+                                                                                          ("b", "Other")}
+    finally:
+        rec.stop(timeout=2)

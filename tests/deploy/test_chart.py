@@ -104,12 +104,25 @@ def test_rendering_is_deterministic(helm, rendered, scenario):
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_namespaced_objects_go_to_the_release_namespace(rendered, scenario):
+    """...except the Roles that grant access to the watched namespace (rbac.scope namespace)."""
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "IngressClass"}
     for doc in rendered(scenario):
         if doc["kind"] in cluster_scoped:
             assert "namespace" not in doc["metadata"], doc["kind"]
+        elif doc["kind"] in ("Role", "RoleBinding") and doc["metadata"]["name"].endswith("-watched"):
+            assert doc["metadata"]["namespace"] == "team-a", doc["metadata"]["name"]
         else:
             assert doc["metadata"]["namespace"] == helmtool.NAMESPACE, doc["kind"]
+
+
+def test_the_health_server_address_is_offered_and_the_port_kept(rendered):
+    docs = rendered("ingress-namespaced")
+    container = helmtool.workload(docs, "ingress-controller")["spec"]["template"]["spec"]["containers"][0]
+    assert "--health-address=$(POD_IP)" in container["args"]
+    assert "--healthz-port=10254" in container["args"]
+    assert any(e["name"] == "POD_IP" for e in container["env"])
+    default = helmtool.workload(rendered("ingress-only"), "ingress-controller")["spec"]["template"]["spec"]
+    assert not any(a.startswith("--health-address") for a in default["containers"][0]["args"])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -294,7 +307,8 @@ def test_only_known_flags_are_passed(rendered, scenario):
 def test_ingress_env_from_the_downward_api(rendered):
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
            for e in container(workload(rendered("ingress-only"), INGRESS))["env"]}
-    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "NODE_NAME": "spec.nodeName"}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "NODE_NAME": "spec.nodeName",
+                   "POD_IP": "status.podIP"}
 
 
 def test_ingress_probes_and_ports(rendered):

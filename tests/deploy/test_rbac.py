@@ -21,10 +21,26 @@ def service_account(docs, component_label):
     return workload(docs, component_label)["spec"]["template"]["spec"]["serviceAccountName"]
 
 
+def watched_namespace(docs, component_label) -> str | None:
+    """--watch-namespace of the workload, when its RBAC is scoped to it (rbac.scope namespace)."""
+    container = workload(docs, component_label)["spec"]["template"]["spec"]["containers"][0]
+    for arg in container.get("args") or []:
+        if arg.startswith("--watch-namespace="):
+            namespace = arg.split("=", 1)[1]
+            if any(d["kind"] == "Role" and d["metadata"].get("namespace") == namespace
+                   and d["metadata"]["name"].endswith("-watched") for d in docs):
+                return namespace
+    return None
+
+
 def assert_exact(docs, component_label):
     expected_key = COMPONENTS[component_label]
     sa = service_account(docs, component_label)
     got = rbac.granted(docs, sa, helmtool.NAMESPACE)
+    watched = watched_namespace(docs, component_label) if expected_key == "ingress" else None
+    if watched is not None:
+        expected_key = "ingress-namespaced"
+        got = {(("watched" if scope == f"namespace:{watched}" else scope), *rest) for scope, *rest in got}
     want = rbac.expected(expected_key)
     if got != want:
         raise AssertionError(
@@ -110,3 +126,21 @@ def test_scope_matters(rendered):
     role["rules"] = []
     with pytest.raises(AssertionError, match="granted but not expected:\n  cluster"):
         assert_exact(docs, "ingress-controller")
+
+
+def test_namespaced_mode_grants_nothing_cluster_wide_but_classes_and_nodes(rendered):
+    """#15: with the controller's token, `kubectl get secrets -A` returned another
+    namespace's Opaque password; in rbac.scope namespace no ClusterRole names a
+    namespaced resource."""
+    docs = rendered("ingress-namespaced")
+    sa = service_account(docs, "ingress-controller")
+    cluster = {(group, resource) for scope, group, resource, _ in rbac.granted(docs, sa, helmtool.NAMESPACE)
+               if scope == "cluster"}
+    assert cluster == {("networking.k8s.io", "ingressclasses"), ("", "nodes")}
+
+
+def test_namespaced_mode_without_a_watched_namespace_is_refused(helm, tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text("ingress: {enabled: true, rbac: {scope: namespace}}\nnodeproxy: {enabled: false}\n")
+    with pytest.raises(Exception, match="needs watchNamespace"):
+        helm.template(values=[values])

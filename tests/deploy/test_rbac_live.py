@@ -79,11 +79,12 @@ def api_as(rendered, tmp_path):
     returns (server, kubeconfig path for the component's ServiceAccount)."""
     servers = []
 
-    def start(component_label: str):
-        docs = rendered("both")
+    def start(component_label: str, scenario: str = "both", namespace: str = "apps"):
+        docs = rendered(scenario)
         srv = FakeApiServer(rbac=True).start()
         servers.append(srv)
         srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         for doc in docs:
             if doc["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                                "IngressClass", "ConfigMap"):
@@ -92,7 +93,7 @@ def api_as(rendered, tmp_path):
         token = f"token-{sa}"
         srv.add_service_account_token(token, NS, sa)
         kubeconfig = srv.write_kubeconfig(tmp_path / f"{sa}.kubeconfig", token=token, namespace=NS)
-        seed_workload_objects(srv)
+        seed_workload_objects(srv, namespace)
         return srv, kubeconfig, docs
 
     yield start
@@ -100,23 +101,25 @@ def api_as(rendered, tmp_path):
         srv.stop()
 
 
-def seed_workload_objects(srv: FakeApiServer) -> None:
-    """A node, and one Service with endpoints behind one Ingress of our class."""
-    srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+def seed_workload_objects(srv: FakeApiServer, namespace: str = "apps") -> None:
+    """A node, and one Service with endpoints behind one Ingress of our class, in ``namespace``
+    (plus an Opaque Secret there, which the controller must never list)."""
+    srv.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": "password", "namespace": namespace}, "data": {"p": "aHVudGVyMg=="}})
     srv.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
                 "status": {"addresses": [{"type": "InternalIP", "address": NODE_IP}]}})
-    srv.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "apps"},
+    srv.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": namespace},
                 "spec": {"clusterIP": "10.96.0.20", "ports": [{"name": "http", "port": 80, "targetPort": 8080,
                                                                "protocol": "TCP"}],
                          "selector": {"app": "web"}}})
     srv.create({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": "web-1", "namespace": "apps",
+                "metadata": {"name": "web-1", "namespace": namespace,
                              "labels": {"kubernetes.io/service-name": "web"}},
                 "addressType": "IPv4",
                 "endpoints": [{"addresses": ["10.1.0.5"], "conditions": {"ready": True}}],
                 "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
     srv.create({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-                "metadata": {"name": "web", "namespace": "apps"},
+                "metadata": {"name": "web", "namespace": namespace},
                 "spec": {"ingressClassName": "platform",
                          "rules": [{"host": "web.example", "http": {"paths": [
                              {"path": "/", "pathType": "Prefix",
@@ -154,10 +157,13 @@ def test_nodeproxy_needs_no_more_than_the_chart_grants(api_as, tmp_path):
     assert_within_expected(srv, "nodeproxy")
 
 
-def test_ingress_needs_no_more_than_the_chart_grants(api_as, tmp_path):
+@pytest.mark.parametrize("scenario,namespace,expected", [("both", "apps", "ingress"),
+                                                         ("ingress-namespaced", "team-a", "ingress-namespaced")])
+def test_ingress_needs_no_more_than_the_chart_grants(api_as, tmp_path, scenario, namespace, expected):
+    """Also with rbac.scope namespace: Roles in the watched and release namespaces are enough."""
     if shutil.which("nginx") is None and not os.path.exists("/usr/sbin/nginx"):
         pytest.skip("nginx is not installed (scripts/setup.sh installs it)")
-    srv, kubeconfig, docs = api_as("ingress-controller")
+    srv, kubeconfig, docs = api_as("ingress-controller", scenario, namespace)
     # Status from the node's address: exercises the Node read too.
     args = component_args(docs, "ingress-controller", drop={"--publish-service", "--http-port", "--https-port"})
     env = dict(os.environ, POD_NAMESPACE=NS, POD_NAME="ingress-0", NODE_NAME=NODE)
@@ -168,7 +174,7 @@ def test_ingress_needs_no_more_than_the_chart_grants(api_as, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
         start_new_session=True)
     try:
-        status = wait_for_status(srv, proc, timeout=60)
+        status = wait_for_status(srv, proc, timeout=60, namespace=namespace)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)      # shutdown path: status cleared, Lease released
@@ -177,16 +183,20 @@ def test_ingress_needs_no_more_than_the_chart_grants(api_as, tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
-    assert_within_expected(srv, "ingress")
+    assert_within_expected(srv, expected)
     assert status == [{"ip": NODE_IP}], f"the controller never wrote the Ingress status:\n{output[-3000:]}"
+    secret_lists = [query for _, method, path, query, _ in srv.request_log if path.endswith("/secrets")]
+    # Only TLS Secrets are ever asked for (#15: the Opaque one in the namespace stays unseen).
+    assert secret_lists and all(parse_qs(q).get("fieldSelector") == ["type=kubernetes.io/tls"]
+                                for q in secret_lists), secret_lists
 
 
-def wait_for_status(srv: FakeApiServer, proc: subprocess.Popen, timeout: float) -> list:
+def wait_for_status(srv: FakeApiServer, proc: subprocess.Popen, timeout: float, namespace: str = "apps") -> list:
     """The Ingress's status.loadBalancer.ingress once written; [] on timeout,
     on exit, or as soon as a request was refused (it would only be retried)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        ingress = srv.get("Ingress", "apps", "web") or {}
+        ingress = srv.get("Ingress", namespace, "web") or {}
         status = ((ingress.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
         if status or request_atoms(list(srv.request_log))[1]:
             return status

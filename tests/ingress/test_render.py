@@ -115,7 +115,7 @@ def test_contract_hooks_are_rendered():
         'log_by_lua_block { require("router").log() }',
         'ssl_client_hello_by_lua_block { require("certificate").call() }',
         'content_by_lua_block { require("configuration").call() }',
-        'listen "unix:/var/lib/platformd/nginx-config.sock";',
+        'listen "unix:/var/lib/platformd/private/nginx-config.sock";',
         "proxy_pass http://upstream_balancer;",
         "proxy_pass $platform_scheme://upstream_lane;",
         "grpc_pass grpc://upstream_lane;",
@@ -203,6 +203,7 @@ def test_rich_configuration_passes_nginx_t(tmp_path):
     shutil.rmtree(state, ignore_errors=True)
     (state / "logs").mkdir(parents=True)
     (state / "tmp").mkdir()
+    (state / "private").mkdir(mode=0o700)  # the configuration socket's directory (layout.py)
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
          "-keyout", str(state / "default.key"), "-out", str(state / "default.crt"), "-days", "1", "-subj", "/CN=t"],

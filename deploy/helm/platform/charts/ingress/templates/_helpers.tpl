@@ -89,6 +89,9 @@ programs of the role. Boolean flags are given bare when on and left out when off
 - {{ printf "--http-port=%v" .Values.containerPorts.http | quote }}
 - {{ printf "--https-port=%v" .Values.containerPorts.https | quote }}
 - {{ printf "--healthz-port=%v" .Values.healthzPort | quote }}
+{{- with .Values.healthzAddress }}
+- {{ printf "--health-address=%v" . | quote }}
+{{- end }}
 {{- with include "platform-ingress.publishService" . }}
 - {{ printf "--publish-service=%v" . | quote }}
 {{- else }}
