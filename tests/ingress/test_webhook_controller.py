@@ -1,0 +1,86 @@
+"""``platformd ingress --validating-webhook``: the webhook inside the real controller process.
+
+The controller runs against the fake API server with its real informers and
+nginx; the test is the API server's side of the call: it trusts only the CA
+the controller injected into the ValidatingWebhookConfiguration and posts
+AdmissionReviews to the Service's port.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+
+import httpx
+import pytest
+
+from tests.helpers.backends import free_port
+from tests.ingress.test_webhook_certs import CONFIG, empty_secret, webhook_configuration
+from tests.ingress.test_webhook_server import answer, review
+from tests.ingress.test_webhook_review import OLDER, web_ingress
+from tests.ingress_e2e.conftest import NGINX, RunningController, wait_for
+
+
+LATER = "2999-01-01T00:00:00Z"
+
+
+@pytest.fixture
+def controller(fake_api):
+    if not os.path.exists(NGINX):
+        pytest.skip("nginx is not installed")
+    fake_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "platform"}})
+    fake_api.create(webhook_configuration())
+    fake_api.create(empty_secret())
+    fake_api.create({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "platform"},
+                     "spec": {"controller": "k8s.io/platform-ingress"}})
+    port = free_port()
+    running = RunningController(["--kubeconfig", str(fake_api.kubeconfig), "--validating-webhook",
+                                 f"127.0.0.1:{port}", "--webhook-service", "platform/webhook",
+                                 "--webhook-secret", "platform/webhook-certificate",
+                                 "--webhook-configuration", CONFIG])
+    running.webhook_port = port
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.close()
+
+
+class ApiServerSide:
+    """Calls the webhook as the API server does: trusting only the injected
+    caBundle and checking the certificate for the Service's name
+    (webhook.platform.svc, which here is 127.0.0.1)."""
+
+    NAME = "webhook.platform.svc"
+
+    def __init__(self, fake_api, port: int) -> None:
+        config = fake_api.get("ValidatingWebhookConfiguration", None, CONFIG)
+        bundle = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"]).decode()
+        self._client = httpx.Client(verify=ssl.create_default_context(cadata=bundle), timeout=5)
+        self._url = f"https://127.0.0.1:{port}"
+
+    def post(self, body: dict) -> httpx.Response:
+        return self._client.post(self._url + "/validate", content=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", "Host": self.NAME},
+                                 extensions={"sni_hostname": self.NAME})
+
+    def get(self, path: str) -> httpx.Response:
+        return self._client.get(self._url + path, extensions={"sni_hostname": self.NAME})
+
+
+def test_webhook_in_the_controller_reviews_with_the_injected_ca(fake_api, controller):
+    fake_api.create(web_ingress("old", created=OLDER))
+    wait_for(lambda: controller.status().get("ingresses") == 1, message="controller serves the Ingress")
+    client = ApiServerSide(fake_api, controller.webhook_port)
+    assert client.get("/healthz").status_code == 200
+    assert answer(client.post(review(web_ingress("fine", p="/fine"))))["allowed"] is True
+    # The API server stamps creationTimestamp before admission: later than the stored one's.
+    denied = answer(client.post(review(web_ingress("new", created=LATER))))
+    assert denied["allowed"] is False and "default/old" in denied["status"]["message"]
+    bad = answer(client.post(review(web_ingress("bad", p="/bad", annotations={"limit-rps": "lots"}))))
+    assert bad["allowed"] is False and "limit-rps" in bad["status"]["message"]
+    secret = fake_api.get("Secret", "platform", "webhook-certificate")
+    assert secret["data"]["tls.crt"] and secret["data"]["ca.key"]
+    assert controller.internal("/healthz").status_code == 200
