@@ -82,6 +82,10 @@ class _Server(ThreadingHTTPServer):
 
     def process_request_thread(self, request, client_address) -> None:
         try:
+            # An answer is written as headers then body: with Nagle's algorithm
+            # the body waits for the client's delayed ACK of the headers, 40 ms
+            # on Linux (measured: every review took 43 ms instead of 0.5 ms).
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             tls = self.owner._context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
             tls.settimeout(IDLE_TIMEOUT)
             tls.do_handshake()
