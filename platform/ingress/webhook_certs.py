@@ -244,10 +244,13 @@ class CertificateKeeper:
             try:
                 self.sync()
                 delay = INTERVAL
-            except (errors.ApiError, ValueError) as exc:
-                self.last_error = str(exc)
-                log.warning("webhook certificate: %s; retrying in %.0f s", exc, delay)
+            except Exception as exc:  # noqa: BLE001 - renewals must outlive any one failure
+                self.last_error = str(exc) or type(exc).__name__
                 delay = min(delay * 2, INTERVAL) if delay < INTERVAL else FIRST_BACKOFF
+                if isinstance(exc, (errors.ApiError, ValueError)):
+                    log.warning("webhook certificate: %s; retrying in %.0f s", exc, delay)
+                else:
+                    log.exception("webhook certificate: unexpected failure; retrying in %.0f s", delay)
             if stop.wait(delay):
                 return
 

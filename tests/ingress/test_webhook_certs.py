@@ -212,3 +212,17 @@ def test_without_rbac_for_the_configuration_the_error_says_so(cluster):
     cluster.delete("ValidatingWebhookConfiguration", None, CONFIG)
     with pytest.raises(errors.NotFound):
         keeper(cluster).sync()
+
+
+def test_run_syncs_until_stopped_and_records_failures(cluster):
+    import threading
+
+    cluster.delete("ValidatingWebhookConfiguration", None, CONFIG)
+    k = keeper(cluster)
+    stop = threading.Event()
+    stop.set()
+    k.run(stop)  # one pass, then stop
+    assert "404" in k.last_error and stored(cluster) is not None
+    cluster.create(webhook_configuration())
+    k.run(stop)
+    assert k.last_error is None and bundles(cluster)[0]
