@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import ssl
+import threading
 
 import httpx
 import pytest
@@ -84,3 +85,35 @@ def test_webhook_in_the_controller_reviews_with_the_injected_ca(fake_api, contro
     secret = fake_api.get("Secret", "platform", "webhook-certificate")
     assert secret["data"]["tls.crt"] and secret["data"]["ca.key"]
     assert controller.internal("/healthz").status_code == 200
+
+
+def test_webhook_without_an_api_server_serves_a_certificate_of_its_own(tmp_path):
+    if not os.path.exists(NGINX):
+        pytest.skip("nginx is not installed")
+    import yaml
+
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all([
+        {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "platform"},
+         "spec": {"controller": "k8s.io/platform-ingress"}},
+        {"apiVersion": "networking.k8s.io/v1", **web_ingress("old", created=OLDER)}]))
+    port = free_port()
+    running = RunningController(["--source", str(tmp_path), "--validating-webhook", f"127.0.0.1:{port}"])
+    try:
+        running.wait_ready()
+        with httpx.Client(verify=False, timeout=5) as client:  # nothing to trust it by: no Secret, no caBundle
+            response = client.post(f"https://127.0.0.1:{port}/validate", content=json.dumps(
+                review(web_ingress("new", created=LATER))).encode(), headers={"Content-Type": "application/json"})
+        denied = answer(response)
+        assert denied["allowed"] is False and "default/old" in denied["status"]["message"]
+    finally:
+        running.close()
+
+
+def test_a_bad_webhook_address_stops_the_start_with_one_line(tmp_path):
+    from platformd.ingress import main as ingress_main
+
+    args = ingress_main.build_parser().parse_args([
+        "--source", str(tmp_path), "--state-dir", str(tmp_path / "state"), "--validating-webhook", "8443",
+        "--healthz-port", str(free_port()), "--http-port", str(free_port()), "--https-port", str(free_port())])
+    with pytest.raises(ingress_main.StartError, match="--validating-webhook: expected"):
+        ingress_main.run(args, threading.Event())
