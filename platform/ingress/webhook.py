@@ -18,7 +18,7 @@ import threading
 from platformd.common import errors
 from platformd.ingress import webhook_certs as certs
 from platformd.ingress.webhook_review import INDEXERS, IngressReviewer
-from platformd.ingress.webhook_server import WebhookServer, parse_address
+from platformd.ingress.webhook_server import WebhookMetrics, WebhookServer, parse_address
 
 __all__ = ["StartFailed", "Webhook", "start"]
 
@@ -68,7 +68,9 @@ def start(args, api, controller, stop: threading.Event) -> Webhook:
             raise StartFailed(f"cannot get the serving certificate: {exc}") from None
         certificate = (issued.cert, issued.key)
     try:
-        server = WebhookServer(host, port, reviewers, certificate)
+        metrics = getattr(controller, "metrics", None)
+        server = WebhookServer(host, port, reviewers, certificate,
+                               metrics=WebhookMetrics(metrics.registry) if metrics is not None else None)
     except OSError as exc:
         raise StartFailed(f"cannot listen on {args.validating_webhook}: {exc.strerror or exc}") from None
     server.start()

@@ -10,10 +10,11 @@ import time
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from platformd.ingress import webhook_admission as admission
 from platformd.ingress import webhook_certs as certs
-from platformd.ingress.webhook_server import REVIEW_PATH, WebhookServer, parse_address
+from platformd.ingress.webhook_server import REVIEW_PATH, WebhookMetrics, WebhookServer, parse_address
 from tests.ingress.test_translate_fixtures import ingress, path, rule
 from tests.ingress.test_webhook_review import NEWER, OLDER, Cluster, web_ingress
 
@@ -27,8 +28,10 @@ def issued(now: datetime.datetime | None = None) -> certs.Issued:
 class Running:
     def __init__(self, cluster: Cluster, clock=time.time) -> None:
         self.issued = issued()
+        self.registry = CollectorRegistry()
         self.server = WebhookServer("127.0.0.1", 0, {("networking.k8s.io", "Ingress"): cluster.reviewer},
-                                    (self.issued.cert, self.issued.key), clock=clock)
+                                    (self.issued.cert, self.issued.key), clock=clock,
+                                    metrics=WebhookMetrics(self.registry))
         self.server.start()
         self.client = self.client_for(self.issued)
 
@@ -248,3 +251,19 @@ def test_warnings_are_cut_to_what_the_api_server_keeps():
     warnings = json.loads(body)["response"]["warnings"]
     assert len(warnings[0]) == admission.WARNING_LENGTH and "\n" not in "".join(warnings)
     assert sum(map(len, warnings)) <= admission.WARNINGS_TOTAL + 40 and warnings[-1].endswith("not shown")
+
+
+def test_reviews_are_counted_and_timed(webhook):
+    running = webhook(web_ingress("old", created=OLDER))
+    running.post(review(web_ingress("fine", p="/fine")))
+    running.post(review(web_ingress("new", created=NEWER)))
+    running.post(b"{not json")
+    running.post(review(web_ingress("a"), kind={"group": "x.io", "version": "v1", "kind": "Anything"}))
+
+    def count(kind, result):
+        return running.registry.get_sample_value("nginx_ingress_controller_admission_reviews_total",
+                                                 {"kind": kind, "result": result})
+
+    assert (count("Ingress", "allowed"), count("Ingress", "denied"), count("", "malformed"),
+            count("other", "unreviewed")) == (1, 1, 1, 1)
+    assert running.registry.get_sample_value("nginx_ingress_controller_admission_review_duration_seconds_count") == 4
