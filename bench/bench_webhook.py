@@ -16,12 +16,15 @@ AdmissionReview bodies, four kinds:
 * ``create``: a new valid Ingress on a new host (allowed);
 * ``conflict``: a new Ingress claiming the host+path of an existing one (denied);
 * ``invalid``: a new Ingress with an injection attempt in an annotation (denied);
-* ``update``: an existing Ingress relabelled (allowed).
+* ``update``: an existing Ingress relabelled (allowed);
+* ``crowded``: a new path on a host ``CROWD`` other Ingresses share (allowed):
+  what a review costs when its neighbourhood is large.
 
 Figures: p50/p99 in milliseconds over ``--reviews`` reviews of each kind,
 through HTTPS and for the reviewer alone (in process, the same request again right
 after). Target: p99 < 20 ms
-at 10,000 Ingresses, and no growth with the number of Ingresses.
+at 10,000 Ingresses, and no growth with the number of Ingresses (the
+crowded kind grows with the Ingresses on its host instead).
 """
 
 from __future__ import annotations
@@ -40,8 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_ingress import CLASS, NAMESPACE, _percentile, cluster, ingress  # noqa: E402
+from bench.bench_ingress import service as bench_service  # noqa: E402
 
-KINDS = ("create", "conflict", "invalid", "update")
+KINDS = ("create", "conflict", "invalid", "update", "crowded")
+#: Ingresses sharing the one crowded host (each its own path): a review on
+#: that host translates all of them, so its cost follows this number, not n.
+CROWD = 200
 
 
 def request_for(kind: str, n: int, i: int) -> tuple[str, dict, dict | None]:
@@ -59,9 +66,20 @@ def request_for(kind: str, n: int, i: int) -> tuple[str, dict, dict | None]:
         obj = ingress(n + i, host=f"bad{i}.bench.example")
         obj["metadata"]["annotations"] = {"nginx.ingress.kubernetes.io/proxy-body-size": "1m; lua_code"}
         return "CREATE", obj, None
+    if kind == "crowded":
+        obj = crowd_member(n + i, f"/new{i}")
+        obj["metadata"]["creationTimestamp"] = later
+        return "CREATE", obj, None
     old = ingress((i * 104729) % n)
     new = {**old, "metadata": {**old["metadata"], "labels": {"rev": str(i)}}}
     return "UPDATE", new, old
+
+
+def crowd_member(i: int, path: str) -> dict:
+    obj = ingress(i, host="crowded.bench.example", services=("crowd-a", "crowd-b"))
+    obj["spec"]["rules"][0]["http"]["paths"] = obj["spec"]["rules"][0]["http"]["paths"][:1]
+    obj["spec"]["rules"][0]["http"]["paths"][0]["path"] = path
+    return obj
 
 
 def review_body(operation: str, obj: dict, old: dict | None, uid: str) -> bytes:
@@ -85,7 +103,10 @@ def build_cluster(n: int):
     controller.ingresses.add_indexers(INDEXERS)
     ingresses, services, slices = cluster(n)
     controller.classes.store.add(CLASS)
-    for obj in ingresses:
+    crowd = [crowd_member(n + 1_000_000 + k, f"/c{k}") for k in range(CROWD)]
+    for name in ("crowd-a", "crowd-b"):
+        services[f"{NAMESPACE}/{name}"] = bench_service(name)
+    for obj in [*ingresses, *crowd]:
         controller.ingresses.store.add(obj)
     for obj in services.values():
         controller.services.store.add(obj)
@@ -146,10 +167,11 @@ def main() -> int:
     worst = 0.0
     for n in sizes:
         for kind, r in measure(n, args.reviews).items():
-            worst = max(worst, r["https_p99"]) if n == max(sizes) else worst
+            if n == max(sizes) and kind != "crowded":
+                worst = max(worst, r["https_p99"])
             print(f"{n:>10} {kind:>9} {'/'.join(map(str, r['allowed'])):>8} {r['https_p50']:>10.2f} "
                   f"{r['https_p99']:>10.2f} {r['alone_p50']:>10.2f} {r['alone_p99']:>10.2f}")
-    print(f"worst HTTPS p99 at {max(sizes)} Ingresses: {worst:.2f} ms (target < 20 ms): "
+    print(f"worst HTTPS p99 at {max(sizes)} Ingresses, one host each: {worst:.2f} ms (target < 20 ms): "
           f"{'met' if worst < 20 else 'NOT met'}")
     return 0
 
