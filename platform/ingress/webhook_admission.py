@@ -120,7 +120,7 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise fail("request.oldObject is required for UPDATE")
     strings = {}
     for name in ("namespace", "name", "subResource"):
-        value = request.get(name, "")
+        value = request.get(name) or ""  # omitted when empty (omitempty); null from other clients
         if not isinstance(value, str):
             raise fail(f"request.{name} must be a string")
         strings[name] = value

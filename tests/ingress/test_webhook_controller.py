@@ -37,6 +37,11 @@ def controller(fake_api):
     fake_api.create({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "platform"},
                      "spec": {"controller": "k8s.io/platform-ingress"}})
     port = free_port()
+    # The fake API server calls the webhook like a real one: through the
+    # configuration's Service (port 8443), which here leads to the controller.
+    fake_api.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "webhook", "namespace": "platform"},
+                     "spec": {"ports": [{"name": "webhook", "port": 8443, "targetPort": "webhook"}]}})
+    fake_api.registry.admit.service_routes[("platform", "webhook", 8443)] = ("127.0.0.1", port)
     running = RunningController(["--kubeconfig", str(fake_api.kubeconfig), "--validating-webhook",
                                  f"127.0.0.1:{port}", "--webhook-service", "platform/webhook",
                                  "--webhook-secret", "platform/webhook-certificate",
@@ -85,6 +90,25 @@ def test_webhook_in_the_controller_reviews_with_the_injected_ca(fake_api, contro
     secret = fake_api.get("Secret", "platform", "webhook-certificate")
     assert secret["data"]["tls.crt"] and secret["data"]["ca.key"]
     assert controller.internal("/healthz").status_code == 200
+
+
+def test_the_api_server_refuses_what_the_controller_would_not_serve(fake_api, controller):
+    """kubectl's path: a write to the API server, which asks the controller before storing."""
+    from tests.fakeapi import ApiError
+
+    # The server stamps creationTimestamp (to the second): within one second
+    # the name decides which is older, as in the controller.
+    fake_api.create(web_ingress("a-first"))
+    wait_for(lambda: controller.controller.ingresses.store.get("default/a-first"), message="informer has the Ingress")
+    with pytest.raises(ApiError) as caught:
+        fake_api.create(web_ingress("new"))
+    assert caught.value.code == 400 and "denied the request: prefix path '/app' of host 'example.com' " \
+        "is already served by Ingress default/a-first" in str(caught.value)
+    with pytest.raises(ApiError, match="proxy-read-timeout"):
+        fake_api.create(web_ingress("bad", p="/bad", annotations={"proxy-read-timeout": "1; lua"}))
+    assert fake_api.get("Ingress", "default", "new") is None and fake_api.get("Ingress", "default", "bad") is None
+    fake_api.create(web_ingress("fine", p="/fine"))
+    assert any("Service 'default/web' not found" in w for w in fake_api.registry.admit.warnings)
 
 
 def test_webhook_without_an_api_server_serves_a_certificate_of_its_own(tmp_path):

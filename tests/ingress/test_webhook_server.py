@@ -155,6 +155,12 @@ def test_malformed_review_with_a_uid_is_denied_saying_why(webhook, change, text)
     assert got["allowed"] is False and text in got["status"]["message"]
 
 
+def test_omitted_or_null_optional_fields_are_accepted(webhook):
+    body = review(web_ingress("a"), subResource=None, dryRun=False)
+    del body["request"]["options"]
+    assert answer(webhook().post(body))["allowed"] is True
+
+
 def test_unknown_kind_is_allowed_with_a_warning(webhook):
     body = review(web_ingress("a"), kind={"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"})
     got = answer(webhook().post(body))
