@@ -165,6 +165,10 @@ def from_secret(secret: dict | None) -> Issued | None:
     return Issued(*fields)
 
 
+def _spki(public_key) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
 def plan(issued: Issued | None, names: tuple[str, ...], now: datetime.datetime) -> str:
     """``keep``, ``renew`` or ``new`` (see module docstring)."""
     try:
@@ -179,8 +183,7 @@ def plan(issued: Issued | None, names: tuple[str, ...], now: datetime.datetime) 
     if not cas or cert is None or ca_key is None:
         return "new"
     ca = cas[0]
-    if ca.public_key().public_numbers() != ca_key.public_key().public_numbers() \
-            or ca.not_valid_after_utc - now < CA_RENEW_BEFORE:
+    if _spki(ca.public_key()) != _spki(ca_key.public_key()) or ca.not_valid_after_utc - now < CA_RENEW_BEFORE:
         return "new"
     try:
         cert.verify_directly_issued_by(ca)

@@ -226,3 +226,13 @@ def test_run_syncs_until_stopped_and_records_failures(cluster):
     cluster.create(webhook_configuration())
     k.run(stop)
     assert k.last_error is None and bundles(cluster)[0]
+
+
+def test_plan_replaces_a_ca_of_another_key_type():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    made = certs.issue(NAMES, NOW)
+    other = ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    assert certs.plan(certs.Issued(made.cert, made.key, made.ca_cert, other), NAMES, at(1)) == "new"
