@@ -312,6 +312,11 @@ class Controller:
         """Ask for a full sync soon."""
         self._full.run()
 
+    def snapshot_of(self, ingresses: Iterable[dict]) -> Snapshot:
+        """A ``Snapshot`` of just ``ingresses`` with what they reference from
+        the stores (the admission webhook translates neighbourhoods with it)."""
+        return self._partial_snapshot(ingresses)
+
     def run(self, stop: threading.Event) -> None:
         """Start the informers, wait for their first lists, then sync until ``stop``."""
         self.factory.start()

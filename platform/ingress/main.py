@@ -115,7 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
     p.add_argument("--external-nginx", action="store_true",
                    help="nginx is run by a supervisor (platformd nginx): never start it, reload via its pid file")
+    _webhook_flags(p)
     return p
+
+
+def _webhook_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("admission webhook (docs/webhook.md)")
+    g.add_argument("--validating-webhook", metavar="[HOST]:PORT",
+                   help="serve ValidatingAdmissionReviews over HTTPS on this address (e.g. :8443)")
+    g.add_argument("--webhook-service", type=_namespaced,
+                   help="ns/name of the webhook's Service: the names its certificate is made for")
+    g.add_argument("--webhook-secret", type=_namespaced,
+                   help="ns/name of the Secret that keeps the webhook's certificate")
+    g.add_argument("--webhook-configuration",
+                   help="ValidatingWebhookConfiguration whose caBundle the controller keeps filled")
+    g.add_argument("--webhook-cert-manager", action="store_true",
+                   help="cert-manager writes the Secret and caBundle; only read the Secret")
 
 
 def translate_options(args: argparse.Namespace):
@@ -153,6 +168,7 @@ class _Parts:
     elector: object | None = None
     status: object | None = None
     status_runner: object | None = None
+    webhook: object | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,9 +281,16 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     parts.controller = controller
     if on_built is not None:
         on_built(controller)
+    checks = [nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)]
+    if args.validating_webhook:
+        from platformd.ingress import webhook
+        try:
+            parts.webhook = webhook.start(args, api, controller, stop)
+        except webhook.StartFailed as exc:
+            raise StartError(f"admission webhook: {exc}") from None
+        checks.append(parts.webhook.health)
     try:
-        server = InternalServer(args.healthz_host, args.healthz_port, controller, registry,
-                                checks=(nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)))
+        server = InternalServer(args.healthz_host, args.healthz_port, controller, registry, checks=tuple(checks))
     except OSError as exc:
         raise StartError(f"cannot listen on {args.healthz_host}:{args.healthz_port}: {exc.strerror or exc}") from None
     parts.server = server
@@ -382,6 +405,8 @@ def shutdown(args, parts: _Parts, threads: list[threading.Thread], late_stop: th
         parts.plane.nginx.stop()
     parts.plane.lua.close()
     parts.server.stop()
+    if parts.webhook is not None:
+        parts.webhook.stop()
     close = getattr(parts.source, "close", None)
     if close:
         close()

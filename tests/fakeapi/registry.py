@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Callable
 
-from . import apply, conversion, defaults, patching, selectors, strategic
+from . import apply, conversion, defaults, patching, selectors, strategic, webhooks
 from .errors import (ApiError, already_exists, bad_request, conflict, expired, invalid_object,
                      not_found, stale_update, too_large_resource_version)
 from .listing import ListOptions, decode_continue, encode_continue, invalid_list_options
@@ -91,6 +91,8 @@ class Registry:
         # Called (outside no lock guarantees) when a namespace starts terminating;
         # the server schedules `finalize_namespace` like the namespace controller.
         self.on_namespace_terminating = on_namespace_terminating or (lambda name: None)
+        # Validating admission (webhooks.py): after validation, before storage.
+        self.admit = webhooks.ValidatingWebhooks(self)
 
     # --- storage access (converting views such as events.k8s.io Events) -------------------
 
@@ -183,6 +185,7 @@ class Registry:
             self._default(rt, obj)
             if obj != undefaulted:
                 self._check_invalid(rt, obj, None)
+            self.admit(rt, "CREATE", obj, None, dry_run)
             if dry_run:
                 return obj
             return self._store(rt, "ADDED", obj, None)
@@ -403,6 +406,7 @@ class Registry:
         self._check_invalid(rt, new, old)
         if new == old:
             return old  # a no-op write keeps its resourceVersion and emits no event
+        self.admit(rt, "UPDATE", new, old, dry_run, subresource)
         if dry_run:
             return new
         if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
@@ -473,6 +477,7 @@ class Registry:
         with self.storage.lock:
             old = self._existing(rt, namespace, name)
             _check_preconditions(rt, old, options.get("preconditions") or {})
+            self.admit(rt, "DELETE", None, old, dry_run)
             if dry_run:
                 return old
             if rt.key() == ("", "namespaces"):

@@ -122,6 +122,9 @@ REGISTRY: tuple[ResourceType, ...] = (
        tracks_generation=True, categories=("all",)),
     _r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=("pdb",),
        has_status=True, tracks_generation=True),
+    # Stored as written; the admission webhook's certificate keeper fills caBundle.
+    _r("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+       "ValidatingWebhookConfiguration", False, tracks_generation=True),
     _r("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
        virtual=True),
     _r("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,

@@ -13,6 +13,7 @@ import re
 
 from .errors import (FieldError, duplicate, forbidden_field, invalid, not_supported, required,
                      too_long, too_many)
+from . import admission
 from .resources import ResourceType
 
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -625,6 +626,8 @@ _BY_KIND = {
     ("rbac.authorization.k8s.io", "clusterroles"): _validate_rbac_rules,
     ("rbac.authorization.k8s.io", "rolebindings"): _validate_binding,
     ("rbac.authorization.k8s.io", "clusterrolebindings"): _validate_binding,
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"):
+        admission.validate_validating_webhook_configuration,
 }
 
 
