@@ -146,7 +146,10 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         # Our modules first; ";;" appends the default path (resty.core, cjson).
         lua_package_path_q=v.quote(f"{lua_dir}/?.lua;{lua_dir}/?/init.lua;;"),
         temp_dir_q=temp,
-        access_log_q=_file_path("access_log", paths.access_log) if settings.logging.access_log else None,
+        # To the standard output that supervisord (or the controller) forwards,
+        # as containers expect: a file in the state directory grew without
+        # bound (235 MB after 1.2 M requests).
+        access_log_q=v.quote("/dev/stdout") if settings.logging.access_log else None,
         log_format_q=v.quote(v.log_format("logging.format", settings.logging.format), allow_variables=True),
         server_tokens="on" if settings.server_tokens else "off",
         keepalive_timeout=settings.keepalive_timeout,
