@@ -33,6 +33,11 @@ I/O) and returns the call that waits for its result; whoever takes the lock
 applies the newest handed-over configuration and with it every older one
 (latest wins), and all of them get its result.
 
+Every confirmed section is also written to ``<state dir>/lua-state`` (see
+``_StateFiles``): a master started after ``kill -9`` of the last one loads
+it in init_by_lua (configuration.restore) and serves it from its first
+request.
+
 ``check()`` (the controller's nginx watcher, every 0.2 s) re-pushes every
 section to a new master (nginx restarted: empty shared dicts) and, every
 ``verify_interval`` seconds, reads Lua's checksums back: a section that
@@ -157,6 +162,65 @@ def _hash_metric(text_hash: str) -> float:
     return float(int(text_hash[:13], 16))
 
 
+class _StateFiles:
+    """Writes each confirmed section as its POST body to ``directory/<name>.json``
+    (mode 0600: certificates carry keys), for configuration.restore in a new
+    master. On a thread of its own, latest wins: at 10,000 Ingresses the
+    backends section is ~3 MB, not worth holding an endpoint change for."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.Condition()
+        self._due: dict[str, DynamicSection] = {}
+        self._written: dict[str, str] = {}  # name -> checksum on disk
+        self._busy = False  # a write in progress
+        self._thread: threading.Thread | None = None
+
+    def save(self, sections: tuple[DynamicSection, ...]) -> None:
+        with self._lock:
+            for section in sections:
+                if self._written.get(section.name) != section.checksum:
+                    self._due[section.name] = section
+            if not self._due:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lua-state-files", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything saved so far is on disk (tests, shutdown)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._due and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: self._due)
+                name, section = self._due.popitem()
+                self._busy = True
+            try:
+                self._write(section)
+                written = section.checksum
+            except OSError as exc:
+                log.warning("cannot save section %s for a new nginx master: %s", name, exc)
+                written = None
+            with self._lock:
+                self._busy = False
+                if written is not None:
+                    self._written[name] = written
+                self._lock.notify_all()
+
+    def _write(self, section: DynamicSection) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = self.directory / f"{section.name}.json"
+        tmp = target.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b'{"checksum":"' + section.checksum.encode() + b'","data":' + section.body + b"}")
+        os.replace(tmp, target)
+
+
 class DataPlane:
     def __init__(
         self,
@@ -198,6 +262,7 @@ class DataPlane:
         self._last_reload: float | None = None  # monotonic time of the last reload or start
         self._last_verify = 0.0
         self.failing_since: float | None = None  # wall time of the first failed apply in a row
+        self.state_files = _StateFiles(runtime.lua_state)
 
     @property
     def running(self) -> Configuration | None:
@@ -459,6 +524,7 @@ class DataPlane:
                 self._in_lua.pop(section.name, None)
                 raise
         self._pushed_to_master = master
+        self.state_files.save(sections)
         return sent
 
     def _push_section(self, section: DynamicSection) -> bool:

@@ -268,6 +268,24 @@ def test_master_killed_and_restarted_gets_state_pushed_again(dataplane, backends
     assert {dataplane.get("/", host=HOST).text for _ in range(6)} == {"b0"}
 
 
+def test_a_master_started_after_kill_9_serves_the_last_configuration_from_its_first_request(dataplane, backends):
+    """No watcher here: nothing pushes to the new master; it loads the sections
+    the controller last had confirmed (configuration.restore in init_by_lua)."""
+    b0, b1 = backends(2)
+    tls_host = Server("secure.example", tls=True, locations=(Location("/", backend="svc"),))
+    config = replace(config_for(b1), servers=(*config_for(b1).servers, tls_host))
+    assert dataplane.apply(config_for(b0)).ok
+    assert dataplane.apply(config).kind == "dynamic"
+    assert dataplane.plane.state_files.flush()
+    assert oct((dataplane.runtime.lua_state / "certificates.json").stat().st_mode & 0o777) == "0o600"
+    dataplane.nginx.kill_master()
+    dataplane.nginx.start()  # what supervisord does
+    first = dataplane.get("/", host=HOST)
+    assert (first.status_code, first.text) == (200, "b1")
+    assert dataplane.get("/", host="secure.example").text == "b1"
+    assert dataplane.lua.checksum("routes") == dynamic_sections(dataplane.plane.running)[2].checksum
+
+
 # --- coalescing, on fakes -------------------------------------------------------
 
 
