@@ -332,8 +332,19 @@ class FakeLua:
 
 
 def test_changes_arriving_during_a_reload_coalesce(tmp_path):
-    # A long first reload: all nine later changes arrive during it, even on a loaded machine.
-    nginx, lua = FakeNginx(tmp_path, reload_seconds=0.8), FakeLua()
+    """Nine global changes handed over while the first reload runs: one more
+    reload applies the newest, and every waiter gets its result. Synchronised
+    on events (the reload blocks until released), not on sleeps."""
+    started, release = threading.Event(), threading.Event()
+
+    class BlockingNginx(FakeNginx):
+        def reload(self, timeout: float = 10.0):
+            if self.reloads == 0:
+                started.set()
+                assert release.wait(10)
+            return super().reload(timeout)
+
+    nginx, lua = BlockingNginx(tmp_path, reload_seconds=0), FakeLua()
     runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
     plane = DataPlane(nginx, lua, runtime, CollectorRegistry())
     base = Configuration(servers=(Server(HOST, locations=(Location("/", backend="svc"),)),))
@@ -342,17 +353,15 @@ def test_changes_arriving_during_a_reload_coalesce(tmp_path):
 
     configs = [with_globals(base, keepalive_requests=1001 + i) for i in range(10)]
     results = [None] * len(configs)
-
-    def submit(i):
-        results[i] = plane.apply(configs[i])
-
-    first = threading.Thread(target=submit, args=(0,))
+    first = threading.Thread(target=lambda: results.__setitem__(0, plane.apply(configs[0])))
     first.start()
-    time.sleep(0.1)  # the first reload is in flight
-    others = [threading.Thread(target=submit, args=(i,)) for i in range(1, 10)]
+    assert started.wait(10)  # the first reload is in flight
+    waiters = [plane.submit(config) for config in configs[1:]]  # handed over, in order
+    others = [threading.Thread(target=lambda i=i, w=w: results.__setitem__(i, w()))
+              for i, w in enumerate(waiters, start=1)]
     for t in others:
         t.start()
-        time.sleep(0.005)
+    release.set()
     for t in [first, *others]:
         t.join(timeout=10)
 

@@ -30,6 +30,7 @@ from tests.ingress_e2e import objects as o
 NOW = time.time() + 3600  # the test certificates are valid from their creation on, for 30 days
 OPTIONS = TranslateOptions(default_backend_service="default/fallback", default_ssl_certificate="default/tls-default",
                            now=NOW)
+ROUTE_TABLE = routes.RouteTable()
 RUNTIME = RuntimePaths(Path("/tmp/pd-test"), paths.lua_dir(), Path("/tmp/pd-test/c.pem"), Path("/tmp/pd-test/k.pem"))
 
 
@@ -118,7 +119,8 @@ def check(c: Cluster) -> translate.Translation:
     expected = fresh(snap)
     assert reused == expected
     assert render_nginx_conf(reused.configuration, RUNTIME) == render_nginx_conf(expected.configuration, RUNTIME)
-    assert routes.payload(reused.configuration) == routes.payload(expected.configuration)
+    # The route table reused across the whole sequence (as render keeps one) vs a fresh one.
+    assert ROUTE_TABLE.payload(reused.configuration) == routes.payload(expected.configuration)
     return reused
 
 
