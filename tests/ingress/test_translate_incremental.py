@@ -113,9 +113,20 @@ def fresh(snap: Snapshot, options: TranslateOptions = OPTIONS) -> translate.Tran
         translate._reuse = saved
 
 
+def _frozen_copy(snap: Snapshot) -> dict:
+    return {name: copy.deepcopy(getattr(snap, name) if name not in MAPPINGS else dict(getattr(snap, name)))
+            for name in FIELDS}
+
+
 def check(c: Cluster) -> translate.Translation:
     snap = c.snapshot()
+    # Mutation detector (after client-go's cache mutation detector): the
+    # caches rest on store objects never being modified, so translating and
+    # building the route table must leave every object as it was.
+    before = _frozen_copy(snap)
     reused = build(snap, OPTIONS)
+    ROUTE_TABLE.payload(reused.configuration)
+    assert _frozen_copy(snap) == before, "translation modified a store object"
     expected = fresh(snap)
     assert reused == expected
     assert render_nginx_conf(reused.configuration, RUNTIME) == render_nginx_conf(expected.configuration, RUNTIME)
