@@ -571,6 +571,11 @@ class Controller:
         naming the host, or routing to the backend (``ns.service.port``)."""
         problems = []
         for kind, name, reason in refused:
+            if kind == "settings":
+                namespace, _, cm = (self.options.configmap or "").partition("/")
+                problems.append(Problem("ConfigMap", namespace, cm or "-", "RefusedByDataPlane",
+                                        f"global settings left out, the running ones stay: {reason}"))
+                continue
             for obj in self.ingresses.store.list():
                 meta = obj.get("metadata") or {}
                 if name in _ingress_hosts(obj) if kind == "host" else name in _ingress_backends(obj):

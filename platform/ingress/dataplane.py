@@ -61,7 +61,7 @@ from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.ingress.decide import decide
 from platformd.ingress.luaclient import LuaClient, LuaConflict, LuaError, LuaRejected, LuaTooLarge
 from platformd.ingress.model import Configuration
-from platformd.ingress.nginx import NginxError, NginxProcess
+from platformd.ingress.nginx import ConfigTestError, NginxError, NginxProcess
 from platformd.ingress.render import (
     DynamicSection,
     backends_delta,
@@ -93,8 +93,8 @@ class ApplyResult:
     error: Exception | None = None
     config_hash: str = ""
     reload_in: float = 0.0
-    # What Lua refused and was left out (everything else was applied):
-    # ("host" | "backend", name, Lua's reason).
+    # What the data plane refused and left out (everything else was applied):
+    # ("host" | "backend" | "settings", name, the reason Lua or nginx -t gave).
     refused: tuple[tuple[str, str, str], ...] = ()
 
     @property
@@ -381,15 +381,26 @@ class DataPlane:
                 else:
                     text = render_nginx_conf(desired, self.runtime, self.templates_dir)
                     text_hash = _text_digest(text)
-                    kind = self._start(text, text_hash) if master is None else self._reload(text, text_hash)
+                    try:
+                        kind = self._start(text, text_hash) if master is None else self._reload(text, text_hash)
+                    except ConfigTestError as exc:
+                        if master is None or self._running is None:
+                            raise
+                        # nginx refuses the new global settings: they are left
+                        # out (the file and workers stay), everything else is
+                        # applied, and the settings are reported as refused.
+                        log.error("nginx -t refused the global settings; keeping the running ones: %s", exc)
+                        refused = (("settings", "global settings", str(exc)),)
+                        record = replace(desired, settings=self._running.settings)
                     master = self.nginx.master_pid()
             try:
                 sent = self._push(dynamic_sections(desired), master)
             except LuaRejected as exc:
                 if isinstance(exc, (LuaConflict, LuaTooLarge)) or exc.section not in _ISOLATED:
                     raise
-                desired, refused = self._isolate(desired, exc)
-                record = desired if reload_in == 0 else replace(desired, settings=self._running.settings)
+                desired, isolated = self._isolate(desired, exc)
+                refused += isolated
+                record = replace(desired, settings=record.settings)
                 sent = self._push(dynamic_sections(desired), master)
             if kind in ("noop", "dynamic"):
                 kind = "dynamic" if sent else "noop"
