@@ -655,6 +655,50 @@ local function from_inside()
 end
 
 --- Content handler of `location /configuration`.
+--- Master process, at start (init_by_lua): load the sections the controller
+-- last had confirmed from `dir` (<section>.json, each a POST body the data
+-- plane writes after a confirmed push), so a master that replaced a killed
+-- one serves the last applied configuration from its first request instead
+-- of 503s until the controller pushes again. Only into an empty dict: a
+-- reload keeps the state in force. Each file is validated like a POST; a
+-- missing or bad one is skipped (the controller pushes everything to a new
+-- master anyway).
+function M.restore(dir)
+  if dir == nil then
+    return
+  end
+  for section, validate in pairs(VALIDATORS) do
+    if M.version(section) == 0 then
+      local file = io.open(dir .. "/" .. section .. ".json", "rb")
+      local raw = file and file:read("*a")
+      if file then
+        file:close()
+      end
+      local body = raw and cjson.decode(raw)
+      local data, err
+      if type(body) == "table" and type(body.checksum) == "string" and body.data ~= nil then
+        data, err = validate(body.data, SCHEMA_DEPS)
+      end
+      if data ~= nil then
+        local version = config:incr(section .. ":seq", 1)
+        local ok
+        if section == "certificates" then
+          ok, err = store_certificates(version, data, body.checksum)
+        elseif section == "backends" then
+          ok, err = store_backends(version, raw, body.checksum)
+        else
+          ok, err = store_plain(section, version, raw, body.checksum)
+        end
+        if not ok then
+          ngx.log(ngx.WARN, "restoring ", section, " failed: ", err)
+        end
+      elseif raw ~= nil then
+        ngx.log(ngx.WARN, "not restoring ", section, ": ", tostring(err or "malformed file"))
+      end
+    end
+  end
+end
+
 function M.call()
   if not from_inside() then
     return respond(403, { error = "the configuration endpoint is internal" })

@@ -15,12 +15,14 @@ local MODULES = {
 -- (copy-on-write) and a syntax error fails `nginx -t` instead of a request.
 -- `options` (from the template, every value chosen by us):
 --   unavailable = {address, port} of the server answering 503 (balancer.lua)
+--   state = directory of the last confirmed sections (configuration.restore)
 function M.init(options)
   require("cjson.safe")
   for _, name in ipairs(MODULES) do
     require(name)
   end
   require("configuration").init()
+  require("configuration").restore(options and options.state or nil)
   require("balancer").unavailable = options and options.unavailable or nil
   require("router").init()
 end

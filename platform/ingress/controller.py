@@ -204,14 +204,14 @@ def _ingress_hosts(obj: Mapping) -> set[str]:
 
 
 def _ingress_backends(obj: Mapping) -> set[str]:
-    """Backend names (``ns-service-port``) an Ingress's rules route to."""
+    """Backend names (``ns.service.port``, translate._ServiceRef) an Ingress's rules route to."""
     namespace = (obj.get("metadata") or {}).get("namespace", "")
     names = set()
     for rule in (obj.get("spec") or {}).get("rules") or ():
         for path in ((rule.get("http") or {}).get("paths") or ()) if isinstance(rule, Mapping) else ():
             service = ((path.get("backend") or {}).get("service") or {}) if isinstance(path, Mapping) else {}
             port = service.get("port") or {}
-            names.add(f"{namespace}-{service.get('name')}-{port.get('number') or port.get('name')}")
+            names.add(f"{namespace}.{service.get('name')}.{port.get('number') or port.get('name')}")
     return names
 
 
@@ -576,9 +576,14 @@ class Controller:
 
     def _refused_problems(self, refused: Iterable[tuple[str, str, str]]) -> tuple[Problem, ...]:
         """Problems on the Ingresses behind what the data plane refused: those
-        naming the host, or routing to the backend (``ns-service-port``)."""
+        naming the host, or routing to the backend (``ns.service.port``)."""
         problems = []
         for kind, name, reason in refused:
+            if kind == "settings":
+                namespace, _, cm = (self.options.configmap or "").partition("/")
+                problems.append(Problem("ConfigMap", namespace, cm or "-", "RefusedByDataPlane",
+                                        f"global settings left out, the running ones stay: {reason}"))
+                continue
             for obj in self.ingresses.store.list():
                 meta = obj.get("metadata") or {}
                 if name in _ingress_hosts(obj) if kind == "host" else name in _ingress_backends(obj):

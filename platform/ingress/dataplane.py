@@ -33,6 +33,11 @@ I/O) and returns the call that waits for its result; whoever takes the lock
 applies the newest handed-over configuration and with it every older one
 (latest wins), and all of them get its result.
 
+Every confirmed section is also written to ``<state dir>/lua-state`` (see
+``_StateFiles``): a master started after ``kill -9`` of the last one loads
+it in init_by_lua (configuration.restore) and serves it from its first
+request.
+
 ``check()`` (the controller's nginx watcher, every 0.2 s) re-pushes every
 section to a new master (nginx restarted: empty shared dicts) and, every
 ``verify_interval`` seconds, reads Lua's checksums back: a section that
@@ -56,7 +61,7 @@ from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.ingress.decide import decide
 from platformd.ingress.luaclient import LuaClient, LuaConflict, LuaError, LuaRejected, LuaTooLarge
 from platformd.ingress.model import Configuration
-from platformd.ingress.nginx import NginxError, NginxProcess
+from platformd.ingress.nginx import ConfigTestError, NginxError, NginxProcess
 from platformd.ingress.render import (
     DynamicSection,
     backends_delta,
@@ -88,8 +93,8 @@ class ApplyResult:
     error: Exception | None = None
     config_hash: str = ""
     reload_in: float = 0.0
-    # What Lua refused and was left out (everything else was applied):
-    # ("host" | "backend", name, Lua's reason).
+    # What the data plane refused and left out (everything else was applied):
+    # ("host" | "backend" | "settings", name, the reason Lua or nginx -t gave).
     refused: tuple[tuple[str, str, str], ...] = ()
 
     @property
@@ -157,6 +162,65 @@ def _hash_metric(text_hash: str) -> float:
     return float(int(text_hash[:13], 16))
 
 
+class _StateFiles:
+    """Writes each confirmed section as its POST body to ``directory/<name>.json``
+    (mode 0600: certificates carry keys), for configuration.restore in a new
+    master. On a thread of its own, latest wins: at 10,000 Ingresses the
+    backends section is ~3 MB, not worth holding an endpoint change for."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.Condition()
+        self._due: dict[str, DynamicSection] = {}
+        self._written: dict[str, str] = {}  # name -> checksum on disk
+        self._busy = False  # a write in progress
+        self._thread: threading.Thread | None = None
+
+    def save(self, sections: tuple[DynamicSection, ...]) -> None:
+        with self._lock:
+            for section in sections:
+                if self._written.get(section.name) != section.checksum:
+                    self._due[section.name] = section
+            if not self._due:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lua-state-files", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything saved so far is on disk (tests, shutdown)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._due and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: self._due)
+                name, section = self._due.popitem()
+                self._busy = True
+            try:
+                self._write(section)
+                written = section.checksum
+            except OSError as exc:
+                log.warning("cannot save section %s for a new nginx master: %s", name, exc)
+                written = None
+            with self._lock:
+                self._busy = False
+                if written is not None:
+                    self._written[name] = written
+                self._lock.notify_all()
+
+    def _write(self, section: DynamicSection) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = self.directory / f"{section.name}.json"
+        tmp = target.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b'{"checksum":"' + section.checksum.encode() + b'","data":' + section.body + b"}")
+        os.replace(tmp, target)
+
+
 class DataPlane:
     def __init__(
         self,
@@ -198,6 +262,7 @@ class DataPlane:
         self._last_reload: float | None = None  # monotonic time of the last reload or start
         self._last_verify = 0.0
         self.failing_since: float | None = None  # wall time of the first failed apply in a row
+        self.state_files = _StateFiles(runtime.lua_state)
 
     @property
     def running(self) -> Configuration | None:
@@ -316,15 +381,26 @@ class DataPlane:
                 else:
                     text = render_nginx_conf(desired, self.runtime, self.templates_dir)
                     text_hash = _text_digest(text)
-                    kind = self._start(text, text_hash) if master is None else self._reload(text, text_hash)
+                    try:
+                        kind = self._start(text, text_hash) if master is None else self._reload(text, text_hash)
+                    except ConfigTestError as exc:
+                        if master is None or self._running is None:
+                            raise
+                        # nginx refuses the new global settings: they are left
+                        # out (the file and workers stay), everything else is
+                        # applied, and the settings are reported as refused.
+                        log.error("nginx -t refused the global settings; keeping the running ones: %s", exc)
+                        refused = (("settings", "global settings", str(exc)),)
+                        record = replace(desired, settings=self._running.settings)
                     master = self.nginx.master_pid()
             try:
                 sent = self._push(dynamic_sections(desired), master)
             except LuaRejected as exc:
                 if isinstance(exc, (LuaConflict, LuaTooLarge)) or exc.section not in _ISOLATED:
                     raise
-                desired, refused = self._isolate(desired, exc)
-                record = desired if reload_in == 0 else replace(desired, settings=self._running.settings)
+                desired, isolated = self._isolate(desired, exc)
+                refused += isolated
+                record = replace(desired, settings=record.settings)
                 sent = self._push(dynamic_sections(desired), master)
             if kind in ("noop", "dynamic"):
                 kind = "dynamic" if sent else "noop"
@@ -459,6 +535,7 @@ class DataPlane:
                 self._in_lua.pop(section.name, None)
                 raise
         self._pushed_to_master = master
+        self.state_files.save(sections)
         return sent
 
     def _push_section(self, section: DynamicSection) -> bool:

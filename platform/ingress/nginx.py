@@ -224,7 +224,8 @@ class NginxProcess:
         args = [self.binary, "-p", str(self.files.state_dir), "-c", str(self.files.conf), "-e", str(self.files.error_log)]
         if self.foreground:
             self._popen = subprocess.Popen(
-                [*args, "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                # stdout inherited: the access log goes there (view.py).
+                [*args, "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=None,
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )
         else:

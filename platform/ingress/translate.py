@@ -240,7 +240,12 @@ class _ServiceRef:
     key: str = field(init=False, repr=False, compare=False)  # "ns/name" of the Service
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "backend_name", f"{self.namespace}-{self.name}-{self.port}")
+        # "namespace.service.port": namespaces and Service and port names
+        # are DNS labels, which never contain ".", so no two references share
+        # a name (with "-" as separator, Service web-api in adv-team and api
+        # in adv-team-web were both "adv-team-web-api-80": one Ingress served
+        # the other namespace's pods). References with a "." are refused.
+        object.__setattr__(self, "backend_name", f"{self.namespace}.{self.name}.{self.port}")
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
@@ -431,6 +436,8 @@ def _service_ref(ing: _Ingress, service: dict | None) -> _ServiceRef | None:
     if chosen is None or chosen == "":
         return None
     ref = _ServiceRef(ing.namespace, str(service["name"]), chosen)
+    if "." in ref.namespace or "." in ref.name or "." in str(ref.port):
+        return None  # not a DNS label: the name would be ambiguous
     try:
         v.backend_name("backend", ref.backend_name)
     except v.ValidationError:

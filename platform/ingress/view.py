@@ -66,6 +66,11 @@ class RuntimePaths:
     def temp_dir(self) -> Path:
         return self.files.temp_dir
 
+    @property
+    def lua_state(self) -> Path:
+        """The sections the controller last had confirmed, for a new master (configuration.restore)."""
+        return self.state_dir / "lua-state"
+
 
 # The internal server answering 503 for requests whose backend is unknown or
 # has no endpoints listens here, on the http port: the balancer sends such
@@ -118,6 +123,7 @@ class NginxView:
     https_port: int
     reuse_port: bool
     socket_q: str
+    lua_state_q: str  # directory of the last confirmed sections, a Lua string literal
     unavailable_address: str  # the 503 server's own loopback address
     # The defaults of `location /` (the router's fast path) and the lanes.
     connect_timeout: int
@@ -146,7 +152,10 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         # Our modules first; ";;" appends the default path (resty.core, cjson).
         lua_package_path_q=v.quote(f"{lua_dir}/?.lua;{lua_dir}/?/init.lua;;"),
         temp_dir_q=temp,
-        access_log_q=_file_path("access_log", paths.access_log) if settings.logging.access_log else None,
+        # To the standard output that supervisord (or the controller) forwards,
+        # as containers expect: a file in the state directory grew without
+        # bound (235 MB after 1.2 M requests).
+        access_log_q=v.quote("/dev/stdout") if settings.logging.access_log else None,
         log_format_q=v.quote(v.log_format("logging.format", settings.logging.format), allow_variables=True),
         server_tokens="on" if settings.server_tokens else "off",
         keepalive_timeout=settings.keepalive_timeout,
@@ -161,6 +170,9 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         https_port=settings.listen.https_port,
         reuse_port=settings.listen.reuse_port,
         socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
+        # A plain path (letters, digits, . _ / + @ = , -) in double quotes is
+        # also a valid Lua string literal.
+        lua_state_q='"' + _plain_path("lua_state", paths.lua_state) + '"',
         unavailable_address=UNAVAILABLE_ADDRESS,
         connect_timeout=settings.timeouts.connect,
         send_timeout=settings.timeouts.send,

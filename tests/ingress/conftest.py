@@ -26,7 +26,7 @@ Usage::
 * ``nginx``: the ``NginxProcess`` (``master_pid()``, ``worker_pids()``, ``kill_master()``, ``start()``).
 * ``lua``: the ``LuaClient`` (``push``, ``get``, ``checksum``).
 * ``plane``: the ``DataPlane`` itself; ``registry``: its prometheus registry.
-* ``watch(interval)``: run ``plane.loop`` in a thread (re-push on master change).
+* ``watch(interval)``: call ``plane.check`` from a thread, as the controller's nginx watcher does.
 * ``stop()``: stop nginx (also done at teardown).
 
 The fixture skips the test when the Lua modules are not there yet.

@@ -48,7 +48,7 @@ def loc(result, key=("prefix", "/app")):
     return locations(result, "example.com")[key]
 
 
-def backend_of(result, name="default-web-80"):
+def backend_of(result, name="default.web.80"):
     return result.configuration.backend(name)
 
 
@@ -257,7 +257,7 @@ def test_server_alias_that_is_another_host_is_dropped_with_a_problem():
 def test_app_root_yields_to_an_explicit_exact_root():
     result = served({"app-root": "/app1"}, paths=[path("/", path_type="Exact"), path("/app")])
     assert reasons(result) == ["AppRootConflict"]
-    assert locations(result, "example.com")[("exact", "/")].backend == "default-web-80"
+    assert locations(result, "example.com")[("exact", "/")].backend == "default.web.80"
 
 
 def test_redirect_precedence_temporal_then_permanent():

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from platformd.ingress.dataplane import DataPlane
 from platformd.ingress.model import Backend, Configuration, Endpoint, Listen, Location, Logging, PathMatch, Server
-from platformd.ingress.nginx import ConfigTestError, NginxFiles, ReloadError
+from platformd.ingress.nginx import NginxFiles, ReloadError
 from platformd.ingress.render import dynamic_sections
 from platformd.ingress.view import RuntimePaths
 
@@ -155,7 +155,7 @@ def test_without_start_permission_a_sync_waits_for_the_supervisors_nginx(tmp_pat
     assert nginx.reloads == 1 and plane.running == config_for()
 
 
-def test_global_configuration_nginx_refuses_keeps_the_old_one_serving(dataplane, backends, monkeypatch):
+def test_global_settings_nginx_refuses_are_left_out_and_the_rest_applied(dataplane, backends, monkeypatch):
     (b0,) = backends(1)
     good = config_for(b0)
     assert dataplane.apply(good).ok
@@ -164,21 +164,22 @@ def test_global_configuration_nginx_refuses_keeps_the_old_one_serving(dataplane,
 
     # The validator refuses a log format naming an unknown variable; switched
     # off here, it stands for any gap between our checks and nginx: only
-    # `nginx -t` can refuse it then.
+    # `nginx -t` can refuse it then. The same sync adds a path: that is applied.
     monkeypatch.setattr("platformd.ingress.validate.is_nginx_variable", lambda name: True)
-    broken = with_globals(dataplane.localize(good), logging=Logging(format="$remote_addr $hostX"))
+    broken = with_globals(dataplane.localize(config_for(b0, extra_paths=1)),
+                          logging=Logging(format="$remote_addr $hostX"))
     result = dataplane.apply(broken)
 
-    assert not result.ok
-    assert isinstance(result.error, ConfigTestError)
-    assert "hostx" in str(result.error).lower()
+    assert result.ok, result
+    ((kind, _, reason),) = result.refused
+    assert kind == "settings" and "hostx" in reason.lower()
     assert dataplane.nginx.files.conf.read_text() == live
     assert not dataplane.nginx.files.candidate.exists()
     assert dataplane.nginx.worker_pids() == workers
-    assert dataplane.get("/", host=HOST).text == "b0"
+    assert dataplane.get("/extra0", host=HOST).text == "b0"  # the route change went through
     assert metric(dataplane, "config_last_reload_successful") == 0
     assert metric(dataplane, "errors") == 1
-    assert dataplane.plane.running == dataplane.localize(good)
+    assert dataplane.plane.running.settings == dataplane.localize(good).settings
 
     fixed = dataplane.apply(with_globals(dataplane.localize(good), keepalive_timeout=10))
     assert fixed.ok and fixed.kind == "reload"
@@ -270,6 +271,24 @@ def test_master_killed_and_restarted_gets_state_pushed_again(dataplane, backends
     assert {dataplane.get("/", host=HOST).text for _ in range(6)} == {"b0"}
 
 
+def test_a_master_started_after_kill_9_serves_the_last_configuration_from_its_first_request(dataplane, backends):
+    """No watcher here: nothing pushes to the new master; it loads the sections
+    the controller last had confirmed (configuration.restore in init_by_lua)."""
+    b0, b1 = backends(2)
+    tls_host = Server("secure.example", tls=True, locations=(Location("/", backend="svc"),))
+    config = replace(config_for(b1), servers=(*config_for(b1).servers, tls_host))
+    assert dataplane.apply(config_for(b0)).ok
+    assert dataplane.apply(config).kind == "dynamic"
+    assert dataplane.plane.state_files.flush()
+    assert oct((dataplane.runtime.lua_state / "certificates.json").stat().st_mode & 0o777) == "0o600"
+    dataplane.nginx.kill_master()
+    dataplane.nginx.start()  # what supervisord does
+    first = dataplane.get("/", host=HOST)
+    assert (first.status_code, first.text) == (200, "b1")
+    assert dataplane.get("/", host="secure.example").text == "b1"
+    assert dataplane.lua.checksum("routes") == dynamic_sections(dataplane.plane.running)[2].checksum
+
+
 # --- coalescing, on fakes -------------------------------------------------------
 
 
@@ -316,8 +335,19 @@ class FakeLua:
 
 
 def test_changes_arriving_during_a_reload_coalesce(tmp_path):
-    # A long first reload: all nine later changes arrive during it, even on a loaded machine.
-    nginx, lua = FakeNginx(tmp_path, reload_seconds=0.8), FakeLua()
+    """Nine global changes handed over while the first reload runs: one more
+    reload applies the newest, and every waiter gets its result. Synchronised
+    on events (the reload blocks until released), not on sleeps."""
+    started, release = threading.Event(), threading.Event()
+
+    class BlockingNginx(FakeNginx):
+        def reload(self, timeout: float = 10.0):
+            if self.reloads == 0:
+                started.set()
+                assert release.wait(10)
+            return super().reload(timeout)
+
+    nginx, lua = BlockingNginx(tmp_path, reload_seconds=0), FakeLua()
     runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
     plane = DataPlane(nginx, lua, runtime, CollectorRegistry())
     base = Configuration(servers=(Server(HOST, locations=(Location("/", backend="svc"),)),))
@@ -326,17 +356,15 @@ def test_changes_arriving_during_a_reload_coalesce(tmp_path):
 
     configs = [with_globals(base, keepalive_requests=1001 + i) for i in range(10)]
     results = [None] * len(configs)
-
-    def submit(i):
-        results[i] = plane.apply(configs[i])
-
-    first = threading.Thread(target=submit, args=(0,))
+    first = threading.Thread(target=lambda: results.__setitem__(0, plane.apply(configs[0])))
     first.start()
-    time.sleep(0.1)  # the first reload is in flight
-    others = [threading.Thread(target=submit, args=(i,)) for i in range(1, 10)]
+    assert started.wait(10)  # the first reload is in flight
+    waiters = [plane.submit(config) for config in configs[1:]]  # handed over, in order
+    others = [threading.Thread(target=lambda i=i, w=w: results.__setitem__(i, w()))
+              for i, w in enumerate(waiters, start=1)]
     for t in others:
         t.start()
-        time.sleep(0.005)
+    release.set()
     for t in [first, *others]:
         t.join(timeout=10)
 

@@ -81,8 +81,8 @@ def test_resolve(desc, svc, slices, port, upstream, expected, issues):
 def test_missing_service_keeps_the_path_with_an_empty_backend_and_a_problem():
     result = translate(ingress(rules=[rule("example.com", path("/", service="gone"))]))
     loc = result.configuration.servers[0].locations[0]
-    assert loc.backend == "default-gone-80"
-    assert result.configuration.backend("default-gone-80").endpoints == ()
+    assert loc.backend == "default.gone.80"
+    assert result.configuration.backend("default.gone.80").endpoints == ()
     assert [(p.kind, p.name, p.reason) for p in result.problems] == [("Ingress", "app", "ServiceNotFound")]
 
 
@@ -91,5 +91,5 @@ def test_service_upstream_annotation_and_named_port_backend_name():
         ingress(rules=[rule("example.com", path("/", port="http"))], annotations={"service-upstream": "true"}),
         service("web"), endpoint_slice(endpoints=["10.0.0.1"]),
     )
-    backend = result.configuration.backend("default-web-http")
+    backend = result.configuration.backend("default.web.http")
     assert backend is not None and backend.endpoints == eps(("10.96.0.10", 80))

@@ -105,7 +105,8 @@ def test_contract_hooks_are_rendered():
         "lua_shared_dict platform_certificates 32m;",
         "lua_shared_dict platform_balancer 16m;",
         "lua_shared_dict platform_limits 16m;",
-        'init_by_lua_block { require("platform").init({ unavailable = { address = "127.0.0.2", port = 80 } }) }',
+        'init_by_lua_block { require("platform").init({ unavailable = { address = "127.0.0.2", port = 80 },'
+        ' state = "/var/lib/platformd/lua-state" }) }',
         "listen 127.0.0.2:80;",
         'init_worker_by_lua_block { require("platform").init_worker() }',
         'balancer_by_lua_block { require("balancer").balance() }',

@@ -298,3 +298,12 @@ def test_a_catastrophic_regex_is_bounded(dataplane, backends):
     for _ in range(5):
         assert dataplane.get(evil, host="app.example").status_code == 200
     assert (time.perf_counter() - start) / 5 < 0.025  # ~60 ms each without the limit
+
+
+def test_the_access_log_goes_to_stdout_not_the_state_dir(dataplane, backends):
+    (b0,) = backends(1)
+    apply(dataplane, site(Location("/", backend="web"), backend_servers={"web": b0}))
+    for _ in range(20):
+        assert dataplane.get("/", host="app.example").status_code == 200
+    assert "access_log \"/dev/stdout\" upstreaminfo;" in dataplane.nginx.files.conf.read_text()
+    assert not list(dataplane.state_dir.rglob("access.log"))

@@ -149,3 +149,45 @@ def test_a_reused_table_equals_a_fresh_one(changes):
     table.payload(config)
     desired = changes(config)
     assert table.payload(desired) == payload(desired)
+
+
+# --- reuse vs fresh over generated changes ---------------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+_PATHS = st.sampled_from(["/", "/api", "/api/v1", "/static", "/x"])
+_LOCATION = st.builds(
+    Location,
+    path=_PATHS,
+    match=st.sampled_from([PathMatch.PREFIX, PathMatch.EXACT]),
+    backend=st.sampled_from(["web", "api"]),
+    proxy=st.sampled_from([ProxySettings(), ProxySettings(body_size="2m"), ProxySettings(buffering=True)]),
+    ssl_redirect=st.booleans(),
+)
+
+
+def _server(name: str, locations: list[Location], tls: bool) -> Server:
+    unique = {(loc.match, loc.path.rstrip("/") or "/"): loc for loc in locations}
+    return Server(name, locations=tuple(unique.values()), tls=tls)
+
+
+_SERVERS = st.lists(st.tuples(st.sampled_from([f"h{i}.example" for i in range(6)]),
+                              st.lists(_LOCATION, min_size=1, max_size=3), st.booleans()),
+                    max_size=6, unique_by=lambda t: t[0])
+_CHANGE = st.tuples(_SERVERS, st.sampled_from([GlobalSettings(), GlobalSettings(body_size="3m")]),
+                    st.sampled_from([None, "web"]))
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(_CHANGE, min_size=1, max_size=6))
+def test_a_reused_table_equals_a_fresh_one_over_generated_changes(changes):
+    table = RouteTable()
+    kept: dict[tuple, Server] = {}
+    for servers, global_settings, default_backend in changes:
+        built = []
+        for name, locations, tls in servers:
+            server = _server(name, locations, tls)
+            # Reuse the Server object of an unchanged host, as the translator does.
+            built.append(kept.setdefault((name, server.locations, tls), server))
+        config = Configuration(servers=tuple(built), settings=global_settings, default_backend=default_backend)
+        assert table.payload(config) == payload(config)

@@ -36,19 +36,19 @@ def test_canary_adds_an_alternative_backend_with_its_policy(annotations, policy)
     assert result.problems == ()
     config = result.configuration
     assert set(locations(result, "example.com")) == {("prefix", "/")}  # no location of its own
-    assert locations(result, "example.com")[("prefix", "/")].backend == "default-web-80"
-    assert config.backend("default-web-80").alternative_backends == ("default-web-v2-80",)
-    assert config.backend("default-web-v2-80").traffic_shaping_policy == policy
+    assert locations(result, "example.com")[("prefix", "/")].backend == "default.web.80"
+    assert config.backend("default.web.80").alternative_backends == ("default.web-v2.80",)
+    assert config.backend("default.web-v2.80").traffic_shaping_policy == policy
     payload = {b["name"]: b for b in render.backends_payload(config)}
-    assert payload["default-web-80"]["alternative_backends"] == ["default-web-v2-80"]
-    assert payload["default-web-v2-80"]["endpoints"] == [{"address": "10.2.0.1", "port": 8080}]
+    assert payload["default.web.80"]["alternative_backends"] == ["default.web-v2.80"]
+    assert payload["default.web-v2.80"]["endpoints"] == [{"address": "10.2.0.1", "port": 8080}]
 
 
 def test_canary_without_primary_is_a_problem():
     result = translate(PRIMARY, canary(p="/other", canary_weight=10), *SERVICES)
     assert reasons(result) == ["CanaryWithoutPrimary"]
-    assert result.configuration.backend("default-web-80").alternative_backends == ()
-    assert result.configuration.backend("default-web-v2-80") is None
+    assert result.configuration.backend("default.web.80").alternative_backends == ()
+    assert result.configuration.backend("default.web-v2.80") is None
 
 
 def test_canary_matches_host_path_and_match_type():
@@ -65,11 +65,11 @@ def test_two_canaries_on_one_primary():
     result = translate(PRIMARY, canary("c1", canary_weight=10), canary("c2", service="web-v3", canary_by_header="X-B"),
                        *SERVICES)
     assert result.problems == ()
-    assert result.configuration.backend("default-web-80").alternative_backends == ("default-web-v2-80", "default-web-v3-80")
+    assert result.configuration.backend("default.web.80").alternative_backends == ("default.web-v2.80", "default.web-v3.80")
 
 
 def test_invalid_canary_is_left_out_and_primary_keeps_serving():
     result = translate(PRIMARY, canary(canary_weight=101), *SERVICES)
     assert reasons(result) == ["InvalidAnnotation"]
-    assert result.configuration.backend("default-web-80").alternative_backends == ()
-    assert locations(result, "example.com")[("prefix", "/")].backend == "default-web-80"
+    assert result.configuration.backend("default.web.80").alternative_backends == ()
+    assert locations(result, "example.com")[("prefix", "/")].backend == "default.web.80"

@@ -30,6 +30,7 @@ from tests.ingress_e2e import objects as o
 NOW = time.time() + 3600  # the test certificates are valid from their creation on, for 30 days
 OPTIONS = TranslateOptions(default_backend_service="default/fallback", default_ssl_certificate="default/tls-default",
                            now=NOW)
+ROUTE_TABLE = routes.RouteTable()
 RUNTIME = RuntimePaths(Path("/tmp/pd-test"), paths.lua_dir(), Path("/tmp/pd-test/c.pem"), Path("/tmp/pd-test/k.pem"))
 
 
@@ -112,13 +113,25 @@ def fresh(snap: Snapshot, options: TranslateOptions = OPTIONS) -> translate.Tran
         translate._reuse = saved
 
 
+def _frozen_copy(snap: Snapshot) -> dict:
+    return {name: copy.deepcopy(getattr(snap, name) if name not in MAPPINGS else dict(getattr(snap, name)))
+            for name in FIELDS}
+
+
 def check(c: Cluster) -> translate.Translation:
     snap = c.snapshot()
+    # Mutation detector (after client-go's cache mutation detector): the
+    # caches rest on store objects never being modified, so translating and
+    # building the route table must leave every object as it was.
+    before = _frozen_copy(snap)
     reused = build(snap, OPTIONS)
+    ROUTE_TABLE.payload(reused.configuration)
+    assert _frozen_copy(snap) == before, "translation modified a store object"
     expected = fresh(snap)
     assert reused == expected
     assert render_nginx_conf(reused.configuration, RUNTIME) == render_nginx_conf(expected.configuration, RUNTIME)
-    assert routes.payload(reused.configuration) == routes.payload(expected.configuration)
+    # The route table reused across the whole sequence (as render keeps one) vs a fresh one.
+    assert ROUTE_TABLE.payload(reused.configuration) == routes.payload(expected.configuration)
     return reused
 
 

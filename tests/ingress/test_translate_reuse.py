@@ -48,11 +48,11 @@ def test_changed_objects_are_translated_again():
     ingresses = [o.ingress("a", "a.example", [("/", "s", 80)])]
     services = [o.service("s")]
     first = build(snapshot(ingresses, services, [o.endpoint_slice("s", ["10.0.0.1"])]), OPTIONS)
-    assert endpoints_of(first, "default-s-80") == ["10.0.0.1"]
+    assert endpoints_of(first, "default.s.80") == ["10.0.0.1"]
     moved = build(snapshot(ingresses, services, [o.endpoint_slice("s", ["10.0.0.2"])]), OPTIONS)
-    assert endpoints_of(moved, "default-s-80") == ["10.0.0.2"]
+    assert endpoints_of(moved, "default.s.80") == ["10.0.0.2"]
     renumbered = build(snapshot(ingresses, [o.service("s", port=81)], [o.endpoint_slice("s", ["10.0.0.2"])]), OPTIONS)
-    assert endpoints_of(renumbered, "default-s-80") == []  # the Service has no port 80 any more
+    assert endpoints_of(renumbered, "default.s.80") == []  # the Service has no port 80 any more
     annotated = [o.ingress("a", "a.example", [("/", "s", 80)],
                            annotations={o.PREFIX + "proxy-body-size": "8m"})]
     resized = build(snapshot(annotated, services, [o.endpoint_slice("s", ["10.0.0.2"])]), OPTIONS)

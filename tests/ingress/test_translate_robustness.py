@@ -87,4 +87,4 @@ def test_missing_service_in_one_ingress_does_not_block_others():
         web(), service("unrelated"),
     )
     assert reasons(result) == ["ServiceNotFound"]
-    assert result.configuration.backend("default-web-80").endpoints
+    assert result.configuration.backend("default.web.80").endpoints

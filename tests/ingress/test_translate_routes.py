@@ -58,9 +58,9 @@ def test_prefix_is_element_wise_and_exact_beats_prefix_in_the_route_table():
         SERVICES,
     )
     host = routed(result)["hosts"]["example.com"]
-    assert host["exact"]["/foo"]["backend"] == "default-api-80"
+    assert host["exact"]["/foo"]["backend"] == "default.api.80"
     # Canonical prefix: the router matches it element-wise (/foo, /foo/...; not /foobar).
-    assert host["prefix"]["/foo"]["backend"] == "default-web-80"
+    assert host["prefix"]["/foo"]["backend"] == "default.web.80"
 
 
 def test_regex_paths_render_anchored_case_insensitive():
@@ -116,8 +116,8 @@ def test_several_ingresses_add_paths_to_one_host():
         SERVICES,
     )
     locs = locations(result, "example.com")
-    assert locs[("prefix", "/a")].backend == "default-web-80"
-    assert locs[("prefix", "/b")].backend == "default-api-80"
+    assert locs[("prefix", "/a")].backend == "default.web.80"
+    assert locs[("prefix", "/b")].backend == "default.api.80"
     assert result.problems == ()
 
 
@@ -134,7 +134,7 @@ def test_conflicts_resolve_deterministically(desc, first, second, winner):
     b = ingress(second[0], created=second[1], rules=[rule("example.com", path("/x/", service="api"))])
     for order in ((a, b), (b, a)):
         result = translate(*order, SERVICES)
-        expected = "default-web-80" if winner == first[0] else "default-api-80"
+        expected = "default.web.80" if winner == first[0] else "default.api.80"
         assert locations(result, "example.com")[("prefix", "/x" if winner == first[0] else "/x/")].backend == expected
         loser = second[0] if winner == first[0] else first[0]
         assert [(p.name, p.reason) for p in result.problems] == [(loser, "PathConflict")]
@@ -167,8 +167,8 @@ def test_spec_default_backend_of_an_ingress_without_rules_is_the_catch_all():
         ingress("app", rules=[rule("example.com", path("/a"))]),
         SERVICES,
     )
-    assert result.configuration.default_backend == "default-other-80"
-    assert result.configuration.backend("default-other-80").endpoints[0].address == "10.3.0.1"
+    assert result.configuration.default_backend == "default.other.80"
+    assert result.configuration.backend("default.other.80").endpoints[0].address == "10.3.0.1"
 
 
 def test_spec_default_backend_serves_unmatched_paths_of_its_hosts():
@@ -176,7 +176,7 @@ def test_spec_default_backend_serves_unmatched_paths_of_its_hosts():
         ingress("app", rules=[rule("example.com", path("/a"))], default_backend=backend("api")),
         SERVICES,
     )
-    assert locations(result, "example.com")[("prefix", "/")].backend == "default-api-80"
+    assert locations(result, "example.com")[("prefix", "/")].backend == "default.api.80"
     assert result.configuration.default_backend is None  # it has rules: not the catch-all
 
 
@@ -185,7 +185,7 @@ def test_explicit_root_path_beats_spec_default_backend():
         ingress("app", rules=[rule("example.com", path("/", service="web"))], default_backend=backend("api")),
         SERVICES,
     )
-    assert locations(result, "example.com")[("prefix", "/")].backend == "default-web-80"
+    assert locations(result, "example.com")[("prefix", "/")].backend == "default.web.80"
 
 
 def test_default_backend_service_option():
@@ -194,8 +194,8 @@ def test_default_backend_service_option():
         SERVICES, service("fallback", "platform"), endpoint_slice("fallback", "platform", ["10.9.0.1"]),
         default_backend_service="platform/fallback",
     )
-    assert result.configuration.default_backend == "platform-fallback-80"
-    assert locations(result, "example.com")[("prefix", "/")].backend == "platform-fallback-80"
+    assert result.configuration.default_backend == "platform.fallback.80"
+    assert locations(result, "example.com")[("prefix", "/")].backend == "platform.fallback.80"
 
 
 def test_missing_default_backend_service_is_a_problem_and_404():
@@ -207,13 +207,13 @@ def test_missing_default_backend_service_is_a_problem_and_404():
 def test_hostless_root_rule_is_the_catch_all_and_other_hostless_paths_are_its_locations():
     result = translate(ingress(rules=[rule(None, path("/", service="api"), path("/x"))]), SERVICES)
     config = result.configuration
-    assert config.default_backend == "default-api-80"
+    assert config.default_backend == "default.api.80"
     assert reasons(result) == []
     assert [(loc.match.value, loc.path, loc.backend) for loc in config.default_server_locations] == [
-        ("prefix", "/x", "default-web-80")]
-    assert {b.name for b in config.backends} == {"default-api-80", "default-web-80"}
+        ("prefix", "/x", "default.web.80")]
+    assert {b.name for b in config.backends} == {"default.api.80", "default.web.80"}
     default = routed(result)["default"]
-    assert default["prefix"]["/x"]["backend"] == "default-web-80"
+    assert default["prefix"]["/x"]["backend"] == "default.web.80"
 
 
 def test_hostless_root_rule_with_annotations_is_a_catch_all_location():
@@ -223,7 +223,7 @@ def test_hostless_root_rule_with_annotations_is_a_catch_all_location():
     config = result.configuration
     assert config.default_backend is None and reasons(result) == []
     (root,) = config.default_server_locations
-    assert (root.path, root.backend, root.access.allow) == ("/", "default-api-80", ("10.0.0.0/8",))
+    assert (root.path, root.backend, root.access.allow) == ("/", "default.api.80", ("10.0.0.0/8",))
 
 
 def test_resource_backends_are_reported_and_skipped():
@@ -241,8 +241,8 @@ def test_default_backend_annotation_serves_when_the_service_has_no_endpoints():
         SERVICES, service("empty"),
     )
     locs = locations(result, "example.com")
-    assert locs[("prefix", "/a")].backend == "default-other-80"
-    assert locs[("prefix", "/b")].backend == "default-web-80"
+    assert locs[("prefix", "/a")].backend == "default.other.80"
+    assert locs[("prefix", "/b")].backend == "default.web.80"
 
 
 # --- determinism and naming -------------------------------------------------------------
@@ -274,8 +274,24 @@ def test_backend_names_are_namespace_service_port():
                                               path("/b", service="web", port="http"))]),
         web("shop"),
     )
-    assert [b.name for b in result.configuration.backends] == ["shop-web-80", "shop-web-http"]
+    assert [b.name for b in result.configuration.backends] == ["shop.web.80", "shop.web.http"]
     assert all(b.endpoints for b in result.configuration.backends)
+
+
+def test_backend_names_never_collide_across_namespaces():
+    """Service web-api in adv-team and api in adv-team-web were both
+    "adv-team-web-api-80": one tenant's Ingress served the other's pods."""
+    result = translate(
+        ingress("a", namespace="adv-team", rules=[rule("a.example", path("/", service="web-api"))]),
+        ingress("b", namespace="adv-team-web", rules=[rule("b.example", path("/", service="api"))]),
+        web("adv-team", name="web-api", ips=("10.1.0.1",)),
+        web("adv-team-web", name="api", ips=("10.2.0.2",)),
+    )
+    config = result.configuration
+    a, b = locations(result, "a.example")[("prefix", "/")].backend, locations(result, "b.example")[("prefix", "/")].backend
+    assert (a, b) == ("adv-team.web-api.80", "adv-team-web.api.80")
+    assert [e.address for e in config.backend(a).endpoints] == ["10.1.0.1"]
+    assert [e.address for e in config.backend(b).endpoints] == ["10.2.0.2"]
 
 
 def test_spec_default_backend_keeps_its_ingress_annotations():
@@ -285,4 +301,4 @@ def test_spec_default_backend_keeps_its_ingress_annotations():
         SERVICES,
     )
     root = locations(result, "example.com")[("prefix", "/")]
-    assert root.backend == "default-api-80" and root.access.allow == ("10.0.0.0/8",)
+    assert root.backend == "default.api.80" and root.access.allow == ("10.0.0.0/8",)

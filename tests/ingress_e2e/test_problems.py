@@ -211,3 +211,24 @@ def test_a_route_lua_refuses_costs_only_its_ingress(fake_api, ingress_controller
     wait_for(lambda: running.get("/", host="later.example").status_code == 200, 10, message="later served")
     assert running.status()["reload_count"] == reloads
     assert running.status()["last_reload_result"] == "ok"
+
+
+def test_global_settings_nginx_refuses_cost_only_themselves(fake_api, ingress_controller, netns_backends):
+    """A ConfigMap value our validator passes but `nginx -t` refuses: the running
+    global settings stay, route changes keep being applied, the ConfigMap gets
+    a Warning Event RefusedByDataPlane."""
+    backends = netns_backends(["web"])
+    _base(fake_api, backends)
+    fake_api.create(o.ingress("good", "good.example", [("/", "web", 80)]))
+    fake_api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ingress", "namespace": "default"},
+                     "data": {"keep-alive": "30"}})
+    running = ingress_controller("--configmap", "default/ingress")
+    running.wait_ready()
+    cm = fake_api.get("ConfigMap", "default", "ingress")
+    cm["data"] = {"log-format-upstream": "$remote_addr $hostX"}
+    fake_api.update(cm)
+    wait_for(lambda: _has_event(fake_api, "ingress", "RefusedByDataPlane"), 15, message="RefusedByDataPlane event")
+    assert "hostX" not in (running.state_dir / "nginx.conf").read_text()
+    fake_api.create(o.ingress("later", "later.example", [("/", "web", 80)]))
+    wait_for(lambda: running.get("/", host="later.example").status_code == 200, 10, message="later served")
+    assert running.get("/", host="good.example").text == "web"

@@ -27,7 +27,7 @@ describe("balancer registry", function()
   end)
 
   it("needs the access phase only for canaries, cookie affinity and EWMA", function()
-    -- Must agree with platformd.ingress.view.lua_phases, which renders the hook.
+    -- Decided here only: the router sends such routes to a lane with the access and log phases.
     with_stubbed_ngx(function(balancer)
       local function needs(backend)
         return balancer.needs_access(backend, balancer.algorithm_for(backend))
