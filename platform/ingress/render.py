@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, TypeVar
 import jinja2
 
 from platformd import paths as share_paths
-from platformd.ingress import gcpause
+from platformd.common import gcpause
 from platformd.ingress import routes as routes_mod
 from platformd.ingress import view as view_model
 from platformd.ingress.model import Backend, Configuration

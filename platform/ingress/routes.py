@@ -38,7 +38,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from platformd.ingress import gcpause, view
+from platformd.common import gcpause
+from platformd.ingress import view
 from platformd.ingress.model import Backend, Configuration, GlobalSettings, PathMatch, Server, prefix_base
 
 __all__ = ["payload"]

@@ -1,4 +1,4 @@
-"""Drive a `loop(stop_event)` component (runner, debouncer) on a FakeClock.
+"""Drive a `loop(stop_event)` component (the runner) on a FakeClock.
 
 The component runs in its own thread exactly as in production; ``calls``
 records the fake time of every call of its function, and ``settle(n)``
