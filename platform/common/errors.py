@@ -14,7 +14,7 @@ per class, never per status code or library exception:
 - ``NotFound``, ``Conflict``, ``ClientError``: the request itself was wrong
   for the current state; the caller knows what to do.
 - ``KubeConfigError``: we could not even build a client; stop with its
-  one-line message.
+  one-line message and exit ``EXIT_CONFIG``.
 
 Every message is one line so it reads well in logs and on a terminal.
 """
@@ -23,6 +23,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+
+
+#: Exit status of a program whose configuration is wrong in a way a restart
+#: cannot fix (sysexits' EX_CONFIG). ``platformd --role`` stops the whole role
+#: at once on it instead of restarting the program through its retries.
+EXIT_CONFIG = 78
 
 
 class KubeConfigError(Exception):

@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from platformd.common.errors import EXIT_CONFIG
 from platformd.ingress.nginx import NginxTimeouts
 
 log = logging.getLogger("platformd.ingress")
@@ -134,6 +135,14 @@ def state_dir_of(args: argparse.Namespace) -> Path:
 class StartError(Exception):
     """Cannot start: reported as one line, exit 1."""
 
+    exit_status = 1
+
+
+class ConfigError(StartError):
+    """Cannot start, and a restart would not help (a missing or bad kubeconfig)."""
+
+    exit_status = EXIT_CONFIG  # the supervisor stops the role at once
+
 
 @dataclass
 class _Parts:
@@ -159,15 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         logs.setup("ingress")
     except Exception:  # noqa: BLE001 - logging set-up must never stop the controller
         logging.basicConfig(level=logging.INFO)
-    # httpx logs every request at INFO; the Lua pushes and health probes would drown the log.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = threading.Event()
     _install_signal_handlers(stop)
     try:
         return run(args, stop)
     except StartError as exc:
         print(f"ingress: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return exc.exit_status
 
 
 def _one_line(exc: BaseException) -> str:
@@ -187,7 +194,9 @@ def make_source(args: argparse.Namespace):
     try:
         api = kubeclient.load(args.kubeconfig)
         kubeclient.check_reachable(api)
-    except (errors.KubeConfigError, errors.ApiError) as exc:
+    except errors.KubeConfigError as exc:
+        raise ConfigError(_one_line(exc)) from None
+    except errors.ApiError as exc:
         raise StartError(_one_line(exc)) from None
     return ApiSource(api), api
 

@@ -12,6 +12,7 @@ import pytest
 from platformd.common import kubeclient
 from platformd.common.leaderelection import LeaderElector
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 
 NS, NAME = "kube-system", "platform-ingress"
 # Short but realistic proportions: renew deadline well under the lease, and
@@ -35,15 +36,6 @@ def client_for(server, tmp_path):
     def make():
         return kubeclient.load(str(path))
     return make
-
-
-def wait_for(cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return cond()
 
 
 def closed_port() -> int:

@@ -17,6 +17,7 @@ from platformd.common.store import Store
 
 from tests.common.memsource import MemorySource
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 
 # Fast numbers for tests that run on the real clock.
 FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
@@ -25,15 +26,6 @@ FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
 def configmap(name, value="v", namespace="default"):
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace}, "data": {"k": value}}
-
-
-def eventually(predicate, timeout=10.0, interval=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 class Running:
@@ -78,7 +70,7 @@ def test_lists_in_pages_then_follows_the_watch():
         source.update(CONFIGMAPS, configmap("cm0001", "changed"))
         source.delete(CONFIGMAPS, "default/cm0002")
         source.create(CONFIGMAPS, configmap("new"))
-        assert eventually(lambda: store_rvs(r.store) == source_rvs(source))
+        assert wait_for(lambda: store_rvs(r.store) == source_rvs(source))
         assert r.store.get("default/cm0001")["data"] == {"k": "changed"}
         watch = [args for name, args in source.calls if name == "watch"][0]
         assert watch["resourceVersion"] == "1234"
@@ -119,14 +111,14 @@ def test_relists_after_watch_expired_and_sees_deletes_made_meanwhile():
     source.create(CONFIGMAPS, configmap("b"))
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: source.count("watch") == 1)
+        assert wait_for(lambda: source.count("watch") == 1)
         # The watch is lost; while we are away, b is deleted and history compacted.
         source.fail_next(errors.ServerError(503, "unavailable"))
         source.drop_watches()
         source.delete(CONFIGMAPS, "default/b")
         source.create(CONFIGMAPS, configmap("c"))
         source.compact()
-        assert eventually(lambda: store_rvs(r.store) == source_rvs(source))
+        assert wait_for(lambda: store_rvs(r.store) == source_rvs(source))
         assert r.reflector.list_count == 2
 
 
@@ -146,7 +138,7 @@ def test_sink_error_is_survived_by_relisting():
     with Running(source, store=FlakyStore(), options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
         source.create(CONFIGMAPS, configmap("boom"))
-        assert eventually(lambda: store_rvs(r.store) == source_rvs(source))
+        assert wait_for(lambda: store_rvs(r.store) == source_rvs(source))
         assert r.reflector.list_count == 2
 
 
@@ -155,7 +147,7 @@ def test_stop_interrupts_an_open_watch():
     r = Running(source, options=FAST)
     with r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: r.reflector.watching)
+        assert wait_for(lambda: r.reflector.watching)
         started = time.monotonic()
     assert time.monotonic() - started < 1.0
 
@@ -169,7 +161,7 @@ def test_health_signal_moves_with_success():
         assert first == clock.monotonic()
         clock.advance(30)
         source.create(CONFIGMAPS, configmap("a"))
-        assert eventually(lambda: r.reflector.last_success == first + 30)
+        assert wait_for(lambda: r.reflector.last_success == first + 30)
 
 
 # ---------------------------------------------------------------- backoff (fake clock)
@@ -269,7 +261,7 @@ def test_backoff_resets_only_after_a_healthy_period():
         clock.advance(rng_check.backoff_reset_after + 1)
         source.fail_next(errors.ServerError(500, "boom"))
         source.drop_watches()
-        assert eventually(lambda: r.reflector._backoff.attempts == 1)
+        assert wait_for(lambda: r.reflector._backoff.attempts == 1)
 
 
 def test_watches_that_end_at_once_are_backed_off():
@@ -325,7 +317,7 @@ def test_fake_api_relists_on_410(fake_api):
         server.create(configmap(f"cm{i}"))
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: r.reflector.watching)
+        assert wait_for(lambda: r.reflector.watching)
         # Make the reflector lose its watch and miss changes, then forget history.
         server.faults.fail_next(3, 503, path_prefix="/api/v1/configmaps")
         server.faults.drop_watches()
@@ -333,7 +325,7 @@ def test_fake_api_relists_on_410(fake_api):
         server.update({**server.get("configmaps", "default", "cm1"), "data": {"k": "new"}})
         server.create(configmap("late"))
         server.faults.compact()
-        assert eventually(lambda: store_rvs(r.store) == server_rvs(server))
+        assert wait_for(lambda: store_rvs(r.store) == server_rvs(server))
         # The missed delete can only be learnt from a new list.
         assert r.reflector.list_count == 2
         assert lists_made(server) == 2
@@ -374,14 +366,14 @@ def test_fake_api_rewatches_after_dropped_watches_without_relisting(fake_api):
     server, source = fake_api
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: watches_made(server) == 1)
+        assert wait_for(lambda: watches_made(server) == 1)
         for round_ in range(4):
             before = watches_made(server)
             server.faults.drop_watches(abrupt=bool(round_ % 2))
             for i in range(5):
                 server.create(configmap(f"cm{round_}-{i}"))
-            assert eventually(lambda: watches_made(server) > before)
-        assert eventually(lambda: store_rvs(r.store) == server_rvs(server))
+            assert wait_for(lambda: watches_made(server) > before)
+        assert wait_for(lambda: store_rvs(r.store) == server_rvs(server))
         assert r.reflector.list_count == 1
         assert lists_made(server) == 1
         assert watches_made(server) == 5
@@ -398,9 +390,9 @@ def test_fake_api_recovers_from_a_full_restart(fake_api):
         server.create(configmap("while-down"))
         time.sleep(0.3)  # the reflector fails to reconnect a few times
         server.start()
-        assert eventually(lambda: store_rvs(r.store) == server_rvs(server))
+        assert wait_for(lambda: store_rvs(r.store) == server_rvs(server))
         assert r.store.get("default/cm0") is None
-        assert eventually(lambda: r.reflector.watching)
+        assert wait_for(lambda: r.reflector.watching)
 
 
 def test_fake_api_requests_stay_bounded_while_the_server_fails(fake_api):

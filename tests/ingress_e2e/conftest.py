@@ -16,35 +16,25 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.helpers import waiting
 from tests.helpers.backends import free_port
 from tests.ingress_e2e.netns import NetnsBackends
 
 NGINX = "/usr/sbin/nginx"
 
 
-def wait_for(fn, timeout: float = 10.0, interval: float = 0.05, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (httpx.HTTPError, OSError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {message}; last: {last!r}")
+#: tests.helpers.waiting.wait_for, with a server that still starts counting as "not yet"
+wait_for = functools.partial(waiting.wait_for, ignore=(httpx.HTTPError, OSError))
 
 
 class RunningController:
