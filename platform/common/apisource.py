@@ -52,10 +52,12 @@ class ApiSource:
         self.api_client = api_client
 
     def list(self, resource: Resource, namespace: str | None, *,
-             limit: int, continue_token: str = "") -> ListPage:
+             limit: int, continue_token: str = "", resource_version: str = "") -> ListPage:
         query = [("limit", str(limit))] if limit else []
         if continue_token:
             query.append(("continue", continue_token))
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
         path = resource.path(namespace)
         response = kubeclient.request(self.api_client, "GET", path, query=query)
         try:

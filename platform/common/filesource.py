@@ -233,8 +233,9 @@ class FileSource:
     # ---- Source
 
     def list(self, resource: Resource, namespace: str | None, *,
-             limit: int = 0, continue_token: str = "") -> ListPage:
-        """Everything at once: a source may ignore ``limit``, as the API server may."""
+             limit: int = 0, continue_token: str = "", resource_version: str = "") -> ListPage:
+        """Everything at once, the current state: a source may ignore ``limit``
+        and ``resource_version``, as the API server's watch cache may."""
         self._ensure_started()
         with self._lock:
             items = [obj for (res, _), obj in self._objects.items()
