@@ -27,13 +27,15 @@ The last stage becomes a single-layer OCI image layout written with
 extended attributes: nginx's ``security.capability`` (``setcap
 cap_net_bind_service``) survives into the layer.
 
-Cache: the root filesystem after each ``RUN`` is kept as a tarball (with
-xattrs) in the cache folder under a key made, like Docker's layer cache,
-from the base recipe and every instruction up to it (with the content of
-what a ``COPY`` copied). A build starts from the latest snapshot whose key
-matches, so an unchanged Dockerfile with changed Python code reruns only the
-build stage's ``pip install`` (about a minute) and the cheap ``COPY`` lines.
-Snapshots of keys this build did not reach are deleted.
+Cache: per stage, the root filesystem after its last ``RUN`` before its
+first ``COPY`` is kept as a tarball (with xattrs) in the cache folder, under
+a key made, like Docker's layer cache, from the base recipe and every
+instruction up to it. Later snapshots would depend on the copied sources and
+change with every commit, so they are not kept (each costs 300-450 MB). A
+build resumes from a snapshot whose key matches: with an unchanged
+Dockerfile only the build stage's ``pip install`` (about 15 s) and the cheap
+``COPY`` lines run again. Snapshots and bases this build did not use are
+deleted.
 
 Needs root (chroot, mounts), ``mmdebstrap``, ``umoci``, ``tar`` and the
 network to Debian's archive and PyPI (what the Dockerfile's RUN lines fetch).
@@ -417,18 +419,22 @@ class Builder:
         key = self.base(stage.image, root)
         config = ImageConfig()
         args: dict[str, str] = {}
-        # Resume from the newest snapshot this chain of instructions has in the cache.
+        # Resume from the snapshot of the last RUN before the first COPY, if cached.
         keys = self._keys(stage, key, build_args)
+        copies = [i for i, inst in enumerate(stage.instructions) if inst.keyword == "COPY"]
+        runs = [i for i, inst in enumerate(stage.instructions)
+                if inst.keyword == "RUN" and i < (copies[0] if copies else len(stage.instructions))]
+        cached_at = runs[-1] if runs else None
         start = 0
-        for i in reversed(range(len(stage.instructions))):
-            snapshot = self.cache / f"run-{keys[i]}.tar"
-            if stage.instructions[i].keyword == "RUN" and self.use_cache and snapshot.exists():
-                self.log(f"image: stage {label}: cached up to instruction {i + 1}")
+        if cached_at is not None:
+            snapshot = self.cache / f"run-{keys[cached_at]}.tar"
+            self.used_keys.add(snapshot.name)
+            if self.use_cache and snapshot.exists():
+                self.log(f"image: stage {label}: cached up to instruction {cached_at + 1}")
                 shutil.rmtree(root)
                 root.mkdir()
                 _run(["tar", *TAR_XATTRS, "-xpf", str(snapshot), "-C", str(root)])
-                start = i + 1
-                break
+                start = cached_at + 1
         for i, inst in enumerate(stage.instructions):
             variables = {**args, **config.env}
             replay = i < start              # cached: only the configuration is replayed
@@ -455,16 +461,16 @@ class Builder:
                 t0 = time.monotonic()
                 env = {"PATH": DEFAULT_PATH, **args, **config.env}
                 self.run(root, inst.value, env, config.workdir, config.user)
-                snapshot = self.cache / f"run-{keys[i]}.tar"
-                tmp = snapshot.with_suffix(".tmp")
-                _run(["tar", *TAR_XATTRS, "-cpf", str(tmp), "-C", str(root), "."])
-                tmp.replace(snapshot)
+                if i == cached_at:
+                    snapshot = self.cache / f"run-{keys[i]}.tar"
+                    tmp = snapshot.with_suffix(".tmp")
+                    _run(["tar", *TAR_XATTRS, "-cpf", str(tmp), "-C", str(root), "."])
+                    tmp.replace(snapshot)
                 self.log(f"image: stage {label}: RUN done in {time.monotonic() - t0:.0f} s")
             elif inst.keyword == "COPY" and not replay:
                 self.copy(root, inst.value, variables, config.workdir)
             elif inst.keyword not in ("RUN", "COPY"):
                 raise BuildError(f"{inst.keyword}: not supported by this builder")
-        self.used_keys |= {f"run-{k}.tar" for k in keys}
         self.roots[label] = root
         self.final_keys[label] = keys[-1] if keys else key
         return config

@@ -130,8 +130,9 @@ current-context: x
 """)
     unreachable = _run_cli("--kubeconfig", str(kubeconfig))
     no_dir = _run_cli("--source", str(tmp_path / "missing"))
-    for result in (missing, unreachable, no_dir):
-        assert result.returncode == 1, result
+    # A missing kubeconfig is a configuration error (EXIT_CONFIG: the supervisor stops at once).
+    for result, status in ((missing, 78), (unreachable, 1), (no_dir, 1)):
+        assert result.returncode == status, result
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
         assert lines[0].startswith("ingress: ")
