@@ -226,11 +226,8 @@ def make_dataplane(args: argparse.Namespace, registry):
     return DataPlane(nginx, LuaClient(runtime.socket), runtime, registry, start_nginx=not args.external_nginx)
 
 
-def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
-    """Run the controller until ``stop`` is set. Raises ``StartError``.
-
-    ``on_built(controller)``, if given, is called once the controller exists
-    (embedders and tests use it to reach the running controller)."""
+def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    """Run the controller until ``stop`` is set. Raises ``StartError``."""
     from prometheus_client import CollectorRegistry
 
     from platformd.common.informer import InformerFactory, drop_field_management
@@ -265,8 +262,6 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     controller = Controller(factory, plane, options, recorder=recorder, configmap_factory=configmap_factory,
                             on_synced=on_synced, metrics=metrics)
     parts.controller = controller
-    if on_built is not None:
-        on_built(controller)
     try:
         server = InternalServer(args.healthz_host, args.healthz_port, controller, registry,
                                 checks=(nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)))

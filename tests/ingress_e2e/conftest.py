@@ -8,7 +8,7 @@
 * ``get(path, host=..., https=False, **kw)``: a request through nginx;
 * ``internal(path)``: a request to the internal server (/healthz, /status, ...);
 * ``status()``: ``/status`` as a dict; ``wait_ready()``; ``stop()``;
-* ``controller``: the ``Controller``; ``state_dir``.
+* ``state_dir``.
 
 ``netns_backends(names)`` makes ``NetnsBackends`` cleaned up after the test.
 ``wait_for(fn, timeout)`` polls until ``fn()`` is truthy and returns its value.
@@ -50,7 +50,6 @@ class RunningController:
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
         self.exit_code: int | None = None
-        self._controller = None
         self._http = httpx.Client(timeout=10)
         self._https = httpx.Client(timeout=10, verify=False)
         self._thread = threading.Thread(target=self._run, args=(ingress_main,), daemon=True)
@@ -58,17 +57,9 @@ class RunningController:
 
     def _run(self, ingress_main) -> None:
         try:
-            self.exit_code = ingress_main.run(self.args, self.stop_event, on_built=self._built)
+            self.exit_code = ingress_main.run(self.args, self.stop_event)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
-
-    def _built(self, controller) -> None:
-        self._controller = controller
-
-    @property
-    def controller(self):
-        """The ``Controller`` this run made."""
-        return self._controller
 
     def get(self, path: str = "/", host: str | None = None, https: bool = False, **kwargs) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}) or {})
