@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE.strip())
         return 0
     if args and args[0] in SUBCOMMANDS:
+        if _config_error_recorded(args[0]):
+            return EXIT_CONFIG  # restarted by supervisord before fatal-watch stopped it: say it once
         module = importlib.import_module(SUBCOMMANDS[args[0]])
         status = int(module.main(args[1:]) or 0)
         if status == EXIT_CONFIG:
@@ -56,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"platformd: unknown subcommand {unknown!r} (one of {', '.join(sorted(SUBCOMMANDS))})",
               file=sys.stderr)
     return 2
+
+
+def _config_error_recorded(program: str) -> bool:
+    path = os.environ.get(CONFIG_ERROR_ENV)
+    try:
+        return bool(path) and program in open(path).read().split()
+    except OSError:
+        return False
 
 
 def _record_config_error(program: str) -> None:
