@@ -329,8 +329,9 @@ class Builder:
             raise BuildError(f"FROM {image}: only {', '.join(BASE_IMAGES)} can be made here (with mmdebstrap)")
         key = _key("base", json.dumps(recipe, sort_keys=True))
         tarball = self.cache / f"base-{key}.tar"
+        reusable = tarball.exists() and (self.use_cache or tarball.name in self.used_keys)  # made by this build
         self.used_keys.add(tarball.name)
-        if not (self.use_cache and tarball.exists()):
+        if not reusable:
             self.log(f"image: FROM {image}: mmdebstrap {recipe['suite']} (minbase)")
             tmp = tarball.with_suffix(".tmp")
             argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--format=tar", "--quiet"]
