@@ -45,6 +45,7 @@ Only the standard library, so it runs with the system ``python3``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -291,6 +292,14 @@ def _run(argv: list[str], **kwargs) -> None:
         raise BuildError(f"{' '.join(shlex.quote(str(a)) for a in argv[:6])}... exited {proc.returncode}")
 
 
+@contextlib.contextmanager
+def _timed(log, what: str):
+    """Log how long ``what`` took: the build's figures, step by step."""
+    started = time.monotonic()
+    yield
+    log(f"image: {what}: {time.monotonic() - started:.1f} s")
+
+
 def _key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
@@ -319,18 +328,24 @@ class Builder:
         self.log = log
         self.roots: dict[str, Path] = {}       # stage name or index -> its finished root
         self.final_keys: dict[str, str] = {}   # stage name or index -> key after its last instruction
-        self.used_keys: set[str] = set()
+        self.used_keys: set[str] = set()   # cache files this build used or made: kept
+        self.made: set[str] = set()        # cache files this build made (reused even with --no-cache)
 
     # -- base image ------------------------------------------------------------
 
-    def base(self, image: str, root: Path) -> str:
+    @staticmethod
+    def base_key(image: str) -> str:
         recipe = BASE_IMAGES.get(image)
         if recipe is None:
             raise BuildError(f"FROM {image}: only {', '.join(BASE_IMAGES)} can be made here (with mmdebstrap)")
-        key = _key("base", json.dumps(recipe, sort_keys=True))
-        tarball = self.cache / f"base-{key}.tar"
-        reusable = tarball.exists() and (self.use_cache or tarball.name in self.used_keys)  # made by this build
-        self.used_keys.add(tarball.name)
+        return _key("base", json.dumps(recipe, sort_keys=True))
+
+    def base(self, image: str, root: Path) -> None:
+        """Unpack the base image into ``root`` (made with mmdebstrap unless cached)."""
+        recipe = BASE_IMAGES[image]
+        tarball = self.cache / f"base-{self.base_key(image)}.tar"
+        reusable = tarball.exists() and (self.use_cache or tarball.name in self.made)
+        self.made.add(tarball.name)
         if not reusable:
             self.log(f"image: FROM {image}: mmdebstrap {recipe['suite']} (minbase)")
             tmp = tarball.with_suffix(".tmp")
@@ -339,8 +354,8 @@ class Builder:
             _run([*argv, recipe["suite"], str(tmp), *recipe["sources"]])
             tmp.replace(tarball)
         root.mkdir(parents=True)
-        _run(["tar", *TAR_XATTRS, "-xpf", str(tarball), "-C", str(root)])
-        return key
+        with _timed(self.log, f"unpack the base ({tarball.stat().st_size >> 20} MB)"):
+            _run(["tar", *TAR_XATTRS, "-xpf", str(tarball), "-C", str(root)])
 
     # -- instructions ----------------------------------------------------------
 
@@ -417,11 +432,11 @@ class Builder:
     def build_stage(self, index: int, stage: Stage, build_args: dict[str, str]) -> ImageConfig:
         label = stage.name or str(index)
         root = self.work / f"stage-{index}"
-        key = self.base(stage.image, root)
         config = ImageConfig()
         args: dict[str, str] = {}
         # Resume from the snapshot of the last RUN before the first COPY, if cached.
-        keys = self._keys(stage, key, build_args)
+        keys = self._keys(stage, self.base_key(stage.image), build_args)
+        self.used_keys.add(f"base-{self.base_key(stage.image)}.tar")  # kept for the next Dockerfile change
         copies = [i for i, inst in enumerate(stage.instructions) if inst.keyword == "COPY"]
         runs = [i for i, inst in enumerate(stage.instructions)
                 if inst.keyword == "RUN" and i < (copies[0] if copies else len(stage.instructions))]
@@ -431,11 +446,12 @@ class Builder:
             snapshot = self.cache / f"run-{keys[cached_at]}.tar"
             self.used_keys.add(snapshot.name)
             if self.use_cache and snapshot.exists():
-                self.log(f"image: stage {label}: cached up to instruction {cached_at + 1}")
-                shutil.rmtree(root)
-                root.mkdir()
-                _run(["tar", *TAR_XATTRS, "-xpf", str(snapshot), "-C", str(root)])
+                with _timed(self.log, f"stage {label}: restore the snapshot after instruction {cached_at + 1}"):
+                    root.mkdir(parents=True)
+                    _run(["tar", *TAR_XATTRS, "-xpf", str(snapshot), "-C", str(root)])
                 start = cached_at + 1
+        if start == 0:
+            self.base(stage.image, root)
         for i, inst in enumerate(stage.instructions):
             variables = {**args, **config.env}
             replay = i < start              # cached: only the configuration is replayed
@@ -465,7 +481,8 @@ class Builder:
                 if i == cached_at:
                     snapshot = self.cache / f"run-{keys[i]}.tar"
                     tmp = snapshot.with_suffix(".tmp")
-                    _run(["tar", *TAR_XATTRS, "-cpf", str(tmp), "-C", str(root), "."])
+                    with _timed(self.log, f"stage {label}: save a snapshot"):
+                        _run(["tar", *TAR_XATTRS, "-cpf", str(tmp), "-C", str(root), "."])
                     tmp.replace(snapshot)
                 self.log(f"image: stage {label}: RUN done in {time.monotonic() - t0:.0f} s")
             elif inst.keyword == "COPY" and not replay:
@@ -473,7 +490,7 @@ class Builder:
             elif inst.keyword not in ("RUN", "COPY"):
                 raise BuildError(f"{inst.keyword}: not supported by this builder")
         self.roots[label] = root
-        self.final_keys[label] = keys[-1] if keys else key
+        self.final_keys[label] = keys[-1] if keys else self.base_key(stage.image)
         return config
 
     def _keys(self, stage: Stage, base_key: str, build_args: dict[str, str]) -> list[str]:
@@ -574,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
             builder = Builder(DOCKERFILE, context, args.cache, work, use_cache=not args.no_cache)
             build_args = dict(a.partition("=")[::2] for a in args.build_arg)
             root, config = builder.build(build_args)
-            write_oci(root, config, args.output.resolve(), args.tag, work)
+            with _timed(print, "write the OCI layout (umoci repack: tar + gzip of one layer)"):
+                write_oci(root, config, args.output.resolve(), args.tag, work)
             builder.prune_cache()
         print(f"image: {args.output}:{args.tag} built in {time.monotonic() - started:.0f} s")
     except BuildError as exc:

@@ -161,10 +161,13 @@ def test_the_image_serves_the_demo_as_its_unprivileged_user(layout, rootfs, netn
             uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
             assert uids == ["10001"] * 4, (pid, uids)
             assert os.readlink(f"/proc/{pid}/exe").endswith("/usr/sbin/nginx")
-        # The combined health server answers inside the container too.
-        health = _netns_exec(netns, "curl", "-s", "-m", "5", "http://127.0.0.1:10254/status")
-        doc = json.loads(health.stdout)
-        assert doc["healthy"] is True, doc
+        # The combined health server answers inside the container too, and
+        # becomes healthy once every program has been up for its startsecs.
+        def status() -> dict:
+            return json.loads(_netns_exec(netns, "curl", "-s", "-m", "5", "http://127.0.0.1:10254/status").stdout)
+
+        wait_for(lambda: status()["healthy"], timeout=30, interval=0.5, ignore=(ValueError,),
+                 message="/status healthy")
     finally:
         _stop(container)
         _stop(backend)
