@@ -54,10 +54,10 @@ class ApiSource:
     def list(self, resource: Resource, namespace: str | None, *,
              limit: int, continue_token: str = "", resource_version: str = "") -> ListPage:
         query = [("limit", str(limit))] if limit else []
-        if continue_token:
-            query.append(("continue", continue_token))
         if resource_version:
             query.append(("resourceVersion", resource_version))
+        if continue_token:
+            query.append(("continue", continue_token))
         path = resource.path(namespace)
         response = kubeclient.request(self.api_client, "GET", path, query=query)
         try:
