@@ -31,8 +31,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from platformd.common.errors import EXIT_CONFIG
 from platformd.ingress.nginx import NginxTimeouts
+from platformd.common.errors import EXIT_CONFIG
 
 log = logging.getLogger("platformd.ingress")
 
