@@ -37,8 +37,9 @@ The cycle is the one client-go's reflector uses:
    about changes the server no longer has history for, including deletes.
 4. Transient failures (no connection, 429, 5xx) are retried after a backoff.
 
-Why not ``kubernetes.watch.Watch`` or the client's informer: they list in one
-request (no paging; 10,000 objects in one response), do not ask for
+Why not ``kubernetes.watch.Watch`` or the client's informer: they list with
+no resourceVersion (a quorum read from etcd every time) and without paging
+(10,000 objects in one etcd response), do not ask for
 bookmarks (so a quiet collection's resourceVersion goes stale and every
 reconnect relists), have no backoff (a down API server is retried in a tight
 loop) and deserialize into OpenAPI model classes, which is several times
