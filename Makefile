@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast test-vm bench clean
+.PHONY: setup demo test test-fast test-vm image bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -19,6 +19,11 @@ test: setup
 
 test-fast: setup
 	@$(PY) -m pytest -q -m "not realkernel and not slow"
+
+# The container image from deploy/Dockerfile without Docker (root; mmdebstrap + umoci):
+# an OCI layout in .cache/image/oci, tag "platformd".
+image: setup
+	@python3 deploy/image.py --output .cache/image/oci
 
 test-vm: setup
 	@bash tests/vm/run-realkernel-tests.sh

@@ -5,9 +5,12 @@
     platformctl conf                             the running nginx.conf
     platformctl ipvs                             IPVS virtual and real servers, like ``ipvsadm -Ln``
 
-``status`` asks the combined health server (``--url``, default
-http://127.0.0.1:10254); ``backends`` and ``conf`` read the ingress state
-directory (``--state-dir``, the same default as ``platformd``); ``ipvs`` reads
+With no flags it finds a ``platformd`` started on this machine by the same
+user (``make demo``, ``platformd --role ... --state-dir ./run``) from the
+pointer that run writes (``platformd.localrun``). Otherwise ``status`` asks
+the combined health server at ``--url`` (default http://127.0.0.1:10254, the
+port in a pod) and ``backends``/``conf`` read the ingress state directory
+``--state-dir`` (default: ``platformd``'s); flags always win. ``ipvs`` reads
 the kernel over netlink.
 
 Exit status: 0 healthy / done, 1 unhealthy, 2 could not ask (unreachable,
@@ -25,19 +28,38 @@ from typing import Any
 
 import httpx
 
-from platformd.supervise import default_state_dir
+from platformd import localrun
+from platformd.supervise import DEFAULT_HEALTH_PORT, default_state_dir
 
 EXIT_OK, EXIT_UNHEALTHY, EXIT_UNREACHABLE = 0, 1, 2
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_HEALTH_PORT}"
 
 
 class CtlError(Exception):
     """Could not get the answer; the message is one line for the user."""
 
 
-def fetch_status(url: str, timeout: float = 5.0) -> dict[str, Any]:
+def _nothing_found() -> str:
+    return (f"no local platformd recorded in {localrun.pointer_path()} (start one: make demo, or "
+            "platformd --role ingress ...; or name it with --url / --state-dir)")
+
+
+def health_url(args: argparse.Namespace) -> tuple[str, bool]:
+    """(URL, whether someone named it): --url, else the local run's, else the default."""
+    if args.url:
+        return args.url, True
+    pointer = localrun.read()
+    if pointer is not None and pointer.health_url:
+        return pointer.health_url, True
+    return DEFAULT_URL, False
+
+
+def fetch_status(url: str, timeout: float = 5.0, named: bool = True) -> dict[str, Any]:
     try:
         resp = httpx.get(url.rstrip("/") + "/status", timeout=timeout)
     except httpx.ConnectError:
+        if not named:
+            raise CtlError(f"nothing answers at {url}, and {_nothing_found()}") from None
         raise CtlError(f"health server at {url} is not reachable (is platformd running? try --url)") from None
     except httpx.HTTPError as exc:
         raise CtlError(f"health server at {url} did not answer: {exc}") from None
@@ -137,7 +159,8 @@ def _ago(stamp: Any) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    doc = fetch_status(args.url)
+    url, named = health_url(args)
+    doc = fetch_status(url, named=named)
     if args.output == "json":
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     else:
@@ -146,15 +169,24 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _nginx_files(args: argparse.Namespace):
+    """The ingress files of --state-dir, else of the local run, else of the default state dir."""
     from platformd.ingress.layout import NginxFiles  # the one place that knows the layout
 
-    return NginxFiles((args.state_dir or default_state_dir()) / "ingress")
+    state_dir, hint = args.state_dir, "try --state-dir"
+    if state_dir is None:
+        pointer = localrun.read()
+        if pointer is not None:
+            state_dir = Path(pointer.state_dir)
+        else:
+            state_dir, hint = default_state_dir(), _nothing_found()
+    return NginxFiles(state_dir / "ingress"), hint
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    sock = _nginx_files(args).socket
+    files, hint = _nginx_files(args)
+    sock = files.socket
     if not sock.exists():
-        raise CtlError(f"no configuration socket at {sock} (is the ingress role running? try --state-dir)")
+        raise CtlError(f"no configuration socket at {sock}: is the ingress role running? ({hint})")
     transport = httpx.HTTPTransport(uds=str(sock))
     try:
         with httpx.Client(transport=transport, base_url="http://nginx") as client:
@@ -179,11 +211,12 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_conf(args: argparse.Namespace) -> int:
-    conf = _nginx_files(args).conf
+    files, hint = _nginx_files(args)
+    conf = files.conf
     try:
         sys.stdout.write(conf.read_text())
     except OSError as exc:
-        raise CtlError(f"cannot read {conf}: {exc.strerror} (is the ingress role running? try --state-dir)") from None
+        raise CtlError(f"cannot read {conf}: {exc.strerror}: is the ingress role running? ({hint})") from None
     return EXIT_OK
 
 
@@ -199,14 +232,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     status = sub.add_parser("status", help="programs, controllers and data plane at a glance")
     status.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    status.add_argument("--url", default="http://127.0.0.1:10254", help="combined health server")
+    status.add_argument("--url", help=f"combined health server (default: the local run's, else {DEFAULT_URL})")
     status.set_defaults(func=cmd_status)
     backends = sub.add_parser("backends", help="what the Lua balancer has loaded")
     backends.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    backends.add_argument("--state-dir", type=Path)
+    backends.add_argument("--state-dir", type=Path, help="platformd's --state-dir (default: the local run's)")
     backends.set_defaults(func=cmd_backends)
     conf = sub.add_parser("conf", help="the running nginx.conf")
-    conf.add_argument("--state-dir", type=Path)
+    conf.add_argument("--state-dir", type=Path, help="platformd's --state-dir (default: the local run's)")
     conf.set_defaults(func=cmd_conf)
     ipvs = sub.add_parser("ipvs", help="IPVS virtual and real servers (like ipvsadm -Ln)")
     ipvs.set_defaults(func=cmd_ipvs)

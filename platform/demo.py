@@ -33,7 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from platformd import paths
+from platformd import localrun, paths
 
 BACKENDS = (("web", 18081), ("web-canary", 18082), ("api", 18083))
 HOST = "demo.local"
@@ -188,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             if not _wait_serving(process, args.http_port, 45):
                 print("demo: the ingress controller did not come up; see the log above", file=sys.stderr)
                 return 1
-        _explain(args, manifests, mode)
+        if mode == "standalone":  # platformd --role records itself; platformd ingress alone does not
+            localrun.write(localrun.Pointer(pid=process.pid, role="ingress", state_dir=str(state),
+                                            health_url=f"http://127.0.0.1:{args.internal_port}"))
+        _explain(args, manifests, mode, state / "ingress")
         deadline = None if args.duration is None else time.monotonic() + args.duration
         while not stop.wait(0.5):
             if process.poll() is not None:
@@ -199,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         if process is not None:
+            localrun.remove(process.pid)
             _stop(process)
         for server in servers:
             server.shutdown()
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _explain(args: argparse.Namespace, manifests: Path, mode: str) -> None:
+def _explain(args: argparse.Namespace, manifests: Path, mode: str, state_dir: Path) -> None:
     url = f"http://127.0.0.1:{args.http_port}"
     lines = [
         "",
@@ -224,7 +228,15 @@ def _explain(args: argparse.Namespace, manifests: Path, mode: str) -> None:
     ]
     if mode == "supervisor":
         lines.append(f"  curl http://127.0.0.1:{args.health_port}/healthz          # combined health")
-    lines += [f"Edit the manifests in {manifests} and watch the changes apply.", "Ctrl-C stops the demo.", ""]
+    ctl = Path(sys.executable).with_name("platformctl")
+    lines += [
+        f"  {ctl} status     # programs, informers, reloads (no flags needed)",
+        f"  {ctl} backends   # what the Lua balancer has loaded",
+        f"  {ctl} conf       # the running nginx.conf",
+        "Logs: supervisord, nginx, the controller and the health server all write to this terminal,",
+        "  each line naming its program (PLATFORM_LOG_FORMAT=json for JSON lines);",
+        f"  runtime files (nginx.conf, pid, socket) are in {state_dir}.",
+        f"Edit the manifests in {manifests} and watch the changes apply.", "Ctrl-C stops the demo.", ""]
     print("\n".join(lines), flush=True)
 
 

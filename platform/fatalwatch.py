@@ -14,6 +14,12 @@
   restart during a rollout stays far below; a program that cannot work hits
   it within a minute, given supervisord's 1 s, 2 s, 3 s... restart delays).
 
+- A program that exits with ``EXIT_CONFIG`` (a missing or bad kubeconfig:
+  a restart cannot fix it) records its name in the ``--config-error`` file
+  (``platformd.cli``); at the program's next exit or backoff event the
+  listener gives up at once, instead of after supervisord's five start
+  retries (27 s of restarts that cannot succeed).
+
 Protocol (supervisor's eventlistener): write READY, read a header line and a
 payload of ``len`` bytes, write ``RESULT 2\\nOK``.
 """
@@ -66,15 +72,23 @@ def record_start(counts_file: Path, program: str) -> None:
 
 
 def _give_up(marker: Path, program: str, why: str) -> None:
-    marker.write_text(program + "\n")
+    marker.write_text(f"{program}\n{why}\n")
     print(f"fatal-watch: program {program} {why}; stopping supervisord", file=sys.stderr, flush=True)
     os.kill(os.getppid(), signal.SIGTERM)
+
+
+def _config_error(path: Path | None, program: str) -> bool:
+    try:
+        return path is not None and program in path.read_text().split()
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="platformd-fatalwatch")
     parser.add_argument("--marker", required=True, type=Path)
     parser.add_argument("--starts", required=True, type=Path)
+    parser.add_argument("--config-error", type=Path, help="where programs record an EXIT_CONFIG exit")
     args = parser.parse_args(argv)
     stdin, stdout = sys.stdin, sys.stdout
     crash_loops = CrashLoopDetector()
@@ -91,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         if event == "PROCESS_STATE_STARTING":
             record_start(args.starts, name)
         elif event == "PROCESS_STATE_FATAL":
-            _give_up(args.marker, name, "is FATAL")
+            _give_up(args.marker, name, "went FATAL")
+        elif event in ("PROCESS_STATE_BACKOFF", "PROCESS_STATE_EXITED") and _config_error(args.config_error, name):
+            _give_up(args.marker, name, "stopped on a configuration error a restart cannot fix")
         elif event == "PROCESS_STATE_EXITED" and payload.get("expected") == "0":
             if crash_loops.exited(name, time.monotonic()):
                 _give_up(args.marker, name, f"crashed {CRASH_LOOP_EXITS} times in {CRASH_LOOP_WINDOW:.0f} s")

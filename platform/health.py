@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import configparser
 import logging
 import sys
 import time
@@ -65,11 +66,7 @@ class HealthSources:
 
     def programs(self) -> list[dict[str, Any]]:
         """Program states from supervisord; raises OSError when it cannot be reached."""
-        from supervisor.xmlrpc import SupervisorTransport
-
-        transport = SupervisorTransport(None, None, serverurl=f"unix://{self.supervisor_socket}")
-        proxy = xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
-        infos = proxy.supervisor.getAllProcessInfo()
+        infos = supervisor_proxy(self.supervisor_socket).supervisor.getAllProcessInfo()
         starts = self._starts()
         out = []
         for info in infos:
@@ -92,6 +89,20 @@ class HealthSources:
             return {k: int(v) for k, v in json.loads(self.starts_file.read_text()).items()}
         except (OSError, ValueError):
             return {}
+
+
+def supervisor_proxy(socket: Path) -> xmlrpc.client.ServerProxy:
+    """XML-RPC to the supervisord whose control socket is ``socket``, with the
+    credentials of the ``[supervisorctl]`` section of the ``supervisord.conf``
+    beside it (platformd writes both; see supervise.render_config)."""
+    from supervisor.xmlrpc import SupervisorTransport
+
+    config = configparser.RawConfigParser()
+    config.read(socket.parent / "supervisord.conf")
+    username = config.get("supervisorctl", "username", fallback=None)
+    password = config.get("supervisorctl", "password", fallback=None)
+    transport = SupervisorTransport(username, password, serverurl=f"unix://{socket}")
+    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
 
 
 def _get(client: httpx.Client, url: str | None) -> httpx.Response | None:

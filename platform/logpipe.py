@@ -55,9 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("a command to run is required after --")
 
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Our handlers go in before the child starts, and the signals are
+    # unblocked: whatever this process inherited (SIGQUIT ignored under
+    # ``nohup ... &``, a blocked mask), the child then starts with the default
+    # disposition of each (exec resets handled signals to default) and we
+    # can forward them. One arriving before the child exists is dropped.
+    started: list[subprocess.Popen] = []
     for signum in FORWARDED_SIGNALS:
-        signal.signal(signum, lambda s, _f: child.send_signal(s))
+        signal.signal(signum, lambda s, _f: started and started[0].send_signal(s))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    started.append(child)
     pumps = [
         threading.Thread(target=_pump, args=(child.stdout, sys.stdout, args.name, "stdout", args.format), daemon=True),
         threading.Thread(target=_pump, args=(child.stderr, sys.stderr, args.name, "stderr", args.format), daemon=True),

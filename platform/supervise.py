@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import secrets
 import shlex
 import shutil
 import sys
@@ -39,7 +40,8 @@ from pathlib import Path
 
 import jinja2
 
-from platformd import paths
+from platformd import localrun, paths
+from platformd.cli import CONFIG_ERROR_ENV
 
 ROLES = ("ingress", "nodeproxy", "all")
 STOP_BOUND_SECONDS = 30
@@ -47,6 +49,11 @@ DEFAULT_HEALTH_PORT = 10254
 DEFAULT_INGRESS_INTERNAL_PORT = 10281
 DEFAULT_NODEPROXY_HEALTHZ = "0.0.0.0:10256"
 DEFAULT_NODEPROXY_METRICS = "127.0.0.1:10249"
+
+#: The user name of supervisord's control socket (the password is per start).
+SUPERVISOR_USER = "platformd"
+#: In the state dir: programs that exited with EXIT_CONFIG (see fatalwatch).
+CONFIG_ERROR_FILE = "config-error"
 
 COMPONENT_PARSERS = {
     "ingress": "platformd.ingress.main",
@@ -107,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="platformd",
         description="Run the role's programs under supervisord. Other flags go to the programs that take them.",
+        add_help=False,  # --help also lists the role's programs' flags: see role_help
     )
+    parser.add_argument("-h", "--help", action="store_true", help="show this help (with --role: the programs' flags too)")
     parser.add_argument("--role", choices=ROLES, default=os.environ.get("PLATFORM_ROLE"))
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="runtime files (supervisor socket, nginx prefix); default /run/platform as root")
@@ -120,6 +129,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--supervisor-loglevel", default="info")
     parser.add_argument("--print-config", action="store_true", help="print the supervisord configuration and exit")
     return parser
+
+
+#: Flags of a program that ``plan_programs`` sets itself: listed, not offered.
+SET_BY_SUPERVISE = {"ingress": ("--state-dir", "--healthz-host", "--healthz-port", "--external-nginx"),
+                    "nodeproxy": ()}
+
+
+def role_help(parser: argparse.ArgumentParser, role: str | None) -> str:
+    """``platformd [--role R] --help``: the supervisor's flags, then each program's."""
+    out = [parser.format_help()]
+    if not role:
+        out.append("Give --role with --help to see the flags of that role's programs.\n")
+        return "\n".join(out)
+    for component in (["ingress", "nodeproxy"] if role == "all" else [role]):
+        sub = _load_component_parser(component)
+        actions = [a for a in sub._actions
+                   if a.option_strings and not set(a.option_strings) & {"-h", "--help"}
+                   and not set(a.option_strings) & set(SET_BY_SUPERVISE[component])]
+        formatter = sub._get_formatter()
+        formatter.start_section(f"flags passed to the {component} program (platformd {component})")
+        formatter.add_arguments(actions)
+        formatter.end_section()
+        text = formatter.format_help()
+        if SET_BY_SUPERVISE[component]:
+            text += f"  (set by platformd for this program: {', '.join(SET_BY_SUPERVISE[component])})\n"
+        out.append(text)
+    return "\n".join(out)
 
 
 def _load_component_parser(component: str) -> argparse.ArgumentParser:
@@ -166,7 +202,8 @@ def _has_flag(argv: list[str], flag: str) -> bool:
 def plan_programs(args: argparse.Namespace, routed: dict[str, list[str]], state_dir: Path) -> list[Program]:
     """The programs for the role with their full command lines (pure)."""
     py = sys.executable
-    env = (("PLATFORM_LOG_FORMAT", args.log_format), ("PYTHONUNBUFFERED", "1"))
+    env = (("PLATFORM_LOG_FORMAT", args.log_format), ("PYTHONUNBUFFERED", "1"),
+           (CONFIG_ERROR_ENV, str(state_dir / CONFIG_ERROR_FILE)))
     programs: list[Program] = []
     health = [py, "-m", "platformd.cli", "health", "--role", args.role,
               "--address", args.health_address, "--port", str(args.health_port),
@@ -228,7 +265,14 @@ def _local(bind: str) -> str:
     return f"{host}:{port}"
 
 
-def render_config(args: argparse.Namespace, programs: list[Program], state_dir: Path) -> str:
+def render_config(args: argparse.Namespace, programs: list[Program], state_dir: Path,
+                  password: str | None = None) -> str:
+    """The supervisord configuration. The control socket is private (0700) and
+    also asks for a password made fresh for each start (``password``, random
+    by default), which the health server reads from this file's
+    ``[supervisorctl]`` section as supervisorctl does; without one supervisord
+    logs a CRIT "running without any HTTP authentication checking" at every
+    start. The file is therefore written 0600."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
@@ -237,12 +281,13 @@ def render_config(args: argparse.Namespace, programs: list[Program], state_dir: 
         supervisor_quote([value])  # refuses line breaks in paths too
     fatal_listener = supervisor_quote([sys.executable, "-m", "platformd.fatalwatch",
                                        "--marker", str(state_dir / "fatal"),
-                                       "--starts", str(state_dir / "starts.json")])
+                                       "--starts", str(state_dir / "starts.json"),
+                                       "--config-error", str(state_dir / CONFIG_ERROR_FILE)])
     return env.get_template("supervisord.conf.j2").render(
         role=args.role, state_dir=_escape_percent(str(state_dir)),
         socket=_escape_percent(str(state_dir / "supervisor.sock")),
         loglevel=args.supervisor_loglevel, programs=programs, fatal_listener=fatal_listener,
-        as_root=os.geteuid() == 0,
+        as_root=os.geteuid() == 0, username=SUPERVISOR_USER, password=password or secrets.token_hex(16),
     )
 
 
@@ -252,6 +297,7 @@ def prepare_state_dir(state_dir: Path) -> None:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
     (state_dir / "fatal").unlink(missing_ok=True)
     (state_dir / "starts.json").unlink(missing_ok=True)
+    (state_dir / CONFIG_ERROR_FILE).unlink(missing_ok=True)
     stale = state_dir / "ingress" / "nginx.conf"
     stale.unlink(missing_ok=True)
     sock = state_dir / "supervisor.sock"
@@ -263,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:
+        if args.help:
+            sys.stdout.write(role_help(parser, args.role))
+            return 0
         if not args.role:
             raise SuperviseError("--role (or PLATFORM_ROLE) is required: one of " + ", ".join(ROLES))
         components = ["ingress", "nodeproxy"] if args.role == "all" else [args.role]
@@ -281,15 +330,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"platformd: {exc}", file=sys.stderr)
         return 2
     conf_path = state_dir / "supervisord.conf"
-    conf_path.write_text(config)
+    conf_path.unlink(missing_ok=True)
+    with open(os.open(conf_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(config)  # it holds the control socket's password
     from supervisor import supervisord  # imported late: only this path needs it
 
     from platformd import supervisorlog
 
     supervisorlog.install(args.log_format)
-    supervisord.main(["-c", str(conf_path)])
+    pointer = localrun.Pointer(pid=os.getpid(), role=args.role, state_dir=str(state_dir),
+                               health_url=f"http://{_local(f'{args.health_address}:{args.health_port}')}")
+    localrun.write(pointer)  # platformctl finds this run with no flags
+    try:
+        supervisord.main(["-c", str(conf_path)])
+    finally:
+        localrun.remove(pointer.pid)
     fatal = state_dir / "fatal"
     if fatal.exists():
-        print(f"platformd: program {fatal.read_text().strip()} went FATAL; exiting 1", file=sys.stderr)
+        program, _, why = fatal.read_text().strip().partition("\n")
+        print(f"platformd: program {program} {why or 'went FATAL'}; exiting 1", file=sys.stderr)
         return 1
     return 0

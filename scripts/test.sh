@@ -11,6 +11,8 @@ if [ -d tests/lua ] && ls tests/lua/*_spec.lua >/dev/null 2>&1; then
   busted --lpath="./lua/?.lua;./lua/?/init.lua" tests/lua || status=1
 fi
 
+# The host suite includes the slow tests, among them the image built from
+# deploy/Dockerfile and run as its unprivileged user (tests/deploy/test_image_build.py).
 echo "== pytest (host)"
 .venv/bin/python -m pytest -q -m "not realkernel" "$@" || status=1
 

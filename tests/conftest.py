@@ -1,6 +1,16 @@
 """Shared pytest fixtures for the whole suite."""
 
+import os
+
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_run_pointer(tmp_path_factory):
+    """Runs of platformd started by tests record themselves in a pointer of
+    the test session, not in the user's (see platformd.localrun)."""
+    os.environ["PLATFORM_POINTER"] = str(tmp_path_factory.mktemp("pointer", numbered=True) / "current.json")
+    yield
 
 
 @pytest.fixture

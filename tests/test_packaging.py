@@ -32,3 +32,21 @@ def test_console_scripts_are_installed():
         assert (bindir / script).exists(), f"{script} missing from {bindir}"
     help_text = subprocess.run([str(bindir / "platformd"), "--help"], capture_output=True, text=True, timeout=60)
     assert help_text.returncode == 0 and "--role" in help_text.stdout
+
+
+def test_no_product_module_needs_pyroute2(tmp_path):
+    """pyroute2 is a test dependency (network namespaces); the image does not ship it.
+
+    Every module of the package is imported with ``pyroute2`` made unimportable.
+    """
+    code = """
+import importlib, pkgutil, sys
+sys.modules["pyroute2"] = None          # any import of it raises ImportError
+import platformd
+names = [m.name for m in pkgutil.walk_packages(platformd.__path__, "platformd.")]
+for name in names:
+    if not name.endswith("__main__"):
+        importlib.import_module(name)
+print(len(names))
+"""
+    assert int(_run(code, tmp_path)) > 50

@@ -78,6 +78,11 @@ class FakeClock:
         with self._cond:
             return len(self._waiters)
 
+    def pending_deadlines(self) -> list[float]:
+        """The deadlines (fake time; ``inf`` for none) of the threads blocked right now."""
+        with self._cond:
+            return list(self._waiters)
+
     def block_until_waiters(self, count: int, timeout: float = 5.0) -> bool:
         """Real-time wait until ``count`` threads are blocked on this clock."""
         deadline = time.monotonic() + timeout

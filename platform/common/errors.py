@@ -9,12 +9,14 @@ per class, never per status code or library exception:
   and retry (``TooManyRequests.retry_after`` is a lower bound for the delay).
 - ``ResourceExpired``: the resourceVersion or continue token we sent is too
   old; start over with a fresh list. Not a failure of the server.
+  ``ResourceVersionTooLarge`` (a ``ServerError``): the watch cache has not
+  reached the version we sent; a list from etcd gets past it.
 - ``AccessDenied``: our credentials or RBAC are wrong; retrying quietly hides
   a configuration problem, so log it loudly (and still back off).
 - ``NotFound``, ``Conflict``, ``ClientError``: the request itself was wrong
   for the current state; the caller knows what to do.
 - ``KubeConfigError``: we could not even build a client; stop with its
-  one-line message.
+  one-line message and exit ``EXIT_CONFIG``.
 
 Every message is one line so it reads well in logs and on a terminal.
 """
@@ -23,6 +25,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+
+
+#: Exit status of a program whose configuration is wrong in a way a restart
+#: cannot fix (sysexits' EX_CONFIG). ``platformd --role`` stops the whole role
+#: at once on it instead of restarting the program through its retries.
+EXIT_CONFIG = 78
 
 
 class KubeConfigError(Exception):
@@ -72,6 +80,12 @@ class TooManyRequests(ApiStatusError):
 
 class ServerError(ApiStatusError):
     """5xx: the server or something in front of it failed."""
+
+
+class ResourceVersionTooLarge(ServerError):
+    """504 with the cause ResourceVersionTooLarge: the server's watch cache has
+    not reached the resourceVersion we asked for. Like ``ResourceExpired``, a
+    list from etcd (resourceVersion unset) is the way out."""
 
 
 class AccessDenied(ApiStatusError):
@@ -150,4 +164,13 @@ def from_status(status: int, body: bytes | str | Mapping | None = None,
     elif isinstance(body, (bytes, str)) and body:
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         message = " ".join(text.split())[:200]
-    return _class_for(status)(status, message.replace("\n", " "), reason, retry_after)
+    cls = _class_for(status)
+    if cls is ServerError and _has_cause(status_obj, "ResourceVersionTooLarge"):
+        cls = ResourceVersionTooLarge
+    return cls(status, message.replace("\n", " "), reason, retry_after)
+
+
+def _has_cause(status_obj: Mapping | None, reason: str) -> bool:
+    details = status_obj.get("details") if status_obj is not None else None
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    return any(isinstance(c, Mapping) and c.get("reason") == reason for c in causes or ())

@@ -66,6 +66,7 @@ import yaml
 from platformd.common import errors, objectschema, resources
 from platformd.common.reflector import ADDED, DELETED, MODIFIED, ListPage, WatchEvent
 from platformd.common.resources import Resource
+from platformd.common.store import key_of
 
 log = logging.getLogger(__name__)
 
@@ -231,16 +232,11 @@ def _object(path: str, line: int, item: object) -> tuple[Resource, dict] | None:
     return resource, item
 
 
-def _key(obj: dict) -> str:
-    meta = obj["metadata"]
-    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
-
-
 def _by_id(objects: list[tuple[Resource, dict]]) -> dict[_ObjectId, dict]:
     """The first object of each id, in document order."""
     by_id: dict[_ObjectId, dict] = {}
     for resource, manifest in objects:
-        by_id.setdefault((resource, _key(manifest)), manifest)
+        by_id.setdefault((resource, key_of(manifest)), manifest)
     return by_id
 
 
@@ -298,8 +294,9 @@ class FileSource:
     # ---- Source
 
     def list(self, resource: Resource, namespace: str | None, *,
-             limit: int = 0, continue_token: str = "") -> ListPage:
-        """Everything at once: a source may ignore ``limit``, as the API server may."""
+             limit: int = 0, continue_token: str = "", resource_version: str = "") -> ListPage:
+        """Everything at once, the current state: a source may ignore ``limit``
+        and ``resource_version``, as the API server's watch cache may."""
         self._ensure_started()
         with self._lock:
             collection = resource.collection

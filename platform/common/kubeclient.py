@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import ssl
+import warnings
 from collections.abc import Mapping, Sequence
 
 import urllib3
@@ -37,6 +39,8 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from platformd.common import errors
 from platformd.common.errors import KubeConfigError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["KubeConfigError", "load", "check_reachable", "request", "request_json", "describe_transport_error"]
 
@@ -75,7 +79,19 @@ def load(kubeconfig: str | None = None, context: str | None = None) -> k8s_clien
         raise KubeConfigError(
             "no Kubernetes configuration: --kubeconfig not given, KUBECONFIG not set, "
             f"not in a cluster (KUBERNETES_SERVICE_HOST not set) and {DEFAULT_KUBECONFIG} does not exist")
+    if not configuration.verify_ssl and configuration.host.startswith("https:"):
+        _warn_unverified(configuration.host)
     return k8s_client.ApiClient(configuration)
+
+
+def _warn_unverified(host: str) -> None:
+    """``insecure-skip-tls-verify``: say so once, here, instead of urllib3's
+    two-line ``InsecureRequestWarning`` on every request (80-205 per
+    conformance run). The choice is the kubeconfig's; repeating it per
+    request only buries the other log lines."""
+    log.warning("TLS certificate of the API server at %s is not verified (insecure-skip-tls-verify in the "
+                "kubeconfig): anyone on the path can impersonate it", host)
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _load_in_cluster(configuration: k8s_client.Configuration) -> None:

@@ -57,8 +57,25 @@ def formatter(program: str, fmt: str) -> logging.Formatter:
     return _JsonFormatter(program) if fmt == "json" else _TextFormatter(program)
 
 
+class _RequestsAtDebug(logging.Filter):
+    """httpx logs every request it sends at INFO ("HTTP Request: GET ..."). Our
+    programs send many (health probes, Lua pushes, three per ``platformctl
+    status``): they are DEBUG records here, shown only when DEBUG is on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
+
+
+_REQUESTS_AT_DEBUG = _RequestsAtDebug()
+
+
 def setup(program: str, fmt: str | None = None, level: str | int | None = None) -> None:
-    """Route the root logger to stderr, one line per record, tagged ``program``."""
+    """Route the root logger to stderr, one line per record, tagged ``program``.
+
+    httpx's per-request records become DEBUG (see ``_RequestsAtDebug``)."""
     fmt = fmt or os.environ.get("PLATFORM_LOG_FORMAT", "text")
     level = level or os.environ.get("PLATFORM_LOG_LEVEL", "INFO")
     handler = logging.StreamHandler(sys.stderr)
@@ -68,3 +85,7 @@ def setup(program: str, fmt: str | None = None, level: str | int | None = None) 
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    requests = logging.getLogger("httpx")
+    requests.setLevel(logging.NOTSET)   # an earlier WARNING would hide them even at DEBUG
+    if _REQUESTS_AT_DEBUG not in requests.filters:
+        requests.addFilter(_REQUESTS_AT_DEBUG)

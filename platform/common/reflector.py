@@ -2,9 +2,32 @@
 
 The cycle is the one client-go's reflector uses:
 
-1. **List** the whole collection in pages (``limit``/``continue``) and hand
-   the result to the sink's ``replace``. All pages belong to one snapshot;
-   its ``resourceVersion`` is where the watch starts.
+1. **List** the whole collection and hand it to the sink's ``replace``; its
+   ``resourceVersion`` is where the watch starts. Which version to ask for
+   decides who pays for the list (client-go's ``relistResourceVersion``):
+
+   - the first list asks for ``resourceVersion="0"``: "any version", which
+     the API server answers from its watch cache, in memory, in one piece
+     (it ignores ``limit`` for "0"). Without "0" every list is a quorum read
+     from etcd, paged; with a DaemonSet on thousands of nodes, every rollout
+     would put thousands of full etcd reads on the control plane at once;
+   - a relist asks for the last resourceVersion seen (from the list or any
+     watch event or bookmark), with no ``limit``: the watch cache answers
+     with a state at least that new, so a relist never goes back in time
+     and still costs etcd nothing. (With a ``limit`` and no
+     ``resourceVersionMatch`` the server would read exactly that version
+     from etcd, page by page: the legacy meaning client-go avoids the same
+     way.)
+   - pages of ``page_size`` are asked for only when the server has shown
+     it pages: the "0" list came back with a ``continue`` token (no watch
+     cache for this resource, or it is turned off). Then every later list
+     pages too. A continue token that expires mid-list (410) gives one
+     unpaged list at the same version, as client-go's pager does;
+   - when the version asked for is gone (410 Expired) or the watch cache
+     has not reached it (504 ResourceVersionTooLarge), the list is retried
+     at once with ``resourceVersion`` unset: a consistent read from etcd,
+     the one list that always makes progress. The next relist goes back to
+     the last seen version.
 2. **Watch** from that resourceVersion with bookmarks on and a randomised
    ``timeoutSeconds``, applying each event to the sink and remembering the
    newest resourceVersion seen (bookmarks move it on without any change).
@@ -14,8 +37,9 @@ The cycle is the one client-go's reflector uses:
    about changes the server no longer has history for, including deletes.
 4. Transient failures (no connection, 429, 5xx) are retried after a backoff.
 
-Why not ``kubernetes.watch.Watch`` or the client's informer: they list in one
-request (no paging; 10,000 objects in one response), do not ask for
+Why not ``kubernetes.watch.Watch`` or the client's informer: they list with
+no resourceVersion (a quorum read from etcd every time) and without paging
+(10,000 objects in one etcd response), do not ask for
 bookmarks (so a quiet collection's resourceVersion goes stale and every
 reconnect relists), have no backoff (a down API server is retried in a tight
 loop) and deserialize into OpenAPI model classes, which is several times
@@ -96,7 +120,9 @@ class Source(Protocol):
     """What a reflector lists and watches: the API server or a folder of files."""
 
     def list(self, resource: Resource, namespace: str | None, *,
-             limit: int, continue_token: str = "") -> ListPage: ...
+             limit: int, continue_token: str = "", resource_version: str = "") -> ListPage:
+        """One page. ``resource_version`` as the API server takes it ("" is a
+        consistent read, "0" any version; never given with a continue token)."""
 
     def watch(self, resource: Resource, namespace: str | None, *,
               resource_version: str, timeout_seconds: int) -> WatchStream: ...
@@ -175,6 +201,9 @@ class Reflector:
         self._status = _Status()
         self._needs_list = True
         self._expired_in_a_row = 0
+        # The server answered a resourceVersion="0" list in pages: it has no
+        # watch cache for this resource, so lists page from now on.
+        self._paginated = False
 
     # ---- health
 
@@ -248,20 +277,18 @@ class Reflector:
     # ---- steps
 
     def _list_and_replace(self) -> None:
-        items: list[dict] = []
-        resource_version = ""
-        continue_token = ""
-        while True:
-            page = self.source.list(self.resource, self.namespace,
-                                    limit=self._opts.page_size, continue_token=continue_token)
-            if not resource_version:
-                resource_version = page.resource_version
-            items.extend(page.items)
-            continue_token = page.continue_token
-            if not continue_token or self._stop.is_set():
-                break
-        if self._stop.is_set():
+        # "0" first, then the last version seen (see the module docstring).
+        asked = self._status.resource_version if self._status.lists else "0"
+        try:
+            items, resource_version, paged = self._list(asked)
+        except (errors.ResourceExpired, errors.ResourceVersionTooLarge) as err:
+            log.info("%s: list at resourceVersion %s: %s; listing from etcd", self.name, asked, err)
+            asked = ""
+            items, resource_version, paged = self._list(asked)
+        if items is None:  # stopped
             return
+        if asked == "0" and paged:
+            self._paginated = True
         self.sink.replace(items)
         self._needs_list = False
         self._expired_in_a_row = 0
@@ -270,6 +297,35 @@ class Reflector:
         self._mark_success()
         self._status.synced.set()
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(items), resource_version)
+
+    def _list(self, resource_version: str) -> tuple[list[dict] | None, str, bool]:
+        """(items or None when stopped, the list's resourceVersion, whether it came in pages)."""
+        paging = self._paginated or resource_version in ("", "0")
+        limit = self._opts.page_size if paging else 0
+        items: list[dict] = []
+        first: ListPage | None = None
+        continue_token = ""
+        while True:
+            try:
+                page = self.source.list(self.resource, self.namespace, limit=limit, continue_token=continue_token,
+                                        resource_version="" if continue_token else resource_version)
+            except errors.ResourceExpired:
+                if not continue_token:
+                    raise
+                # The snapshot the pages came from is compacted: one unpaged list instead.
+                log.info("%s: continue token expired; listing in one piece", self.name)
+                page = self.source.list(self.resource, self.namespace, limit=0,
+                                        resource_version=resource_version)
+                return page.items, page.resource_version, True
+            if first is None:
+                first = page
+            items.extend(page.items)
+            continue_token = page.continue_token
+            if not continue_token or self._stop.is_set():
+                break
+        if self._stop.is_set():
+            return None, "", False
+        return items, first.resource_version, first.continue_token != ""
 
     def _watch(self) -> None:
         timeout = int(self._rng.uniform(self._opts.min_watch_timeout, 2 * self._opts.min_watch_timeout))

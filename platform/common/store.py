@@ -30,10 +30,21 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 def key_of(obj: Mapping) -> str:
-    """``namespace/name``, or ``name`` for cluster-scoped objects (no namespace)."""
-    meta = obj["metadata"]
+    """``namespace/name``, or ``name`` for cluster-scoped objects (no namespace).
+
+    The one key of an object in the project: stores, informers, the
+    controllers' handlers, the ingress snapshot, the node proxy's change
+    tracker, the file source. An object without ``metadata.name`` has no key
+    and raises ``ValueError``: every source rejects such objects before they
+    reach a store (the API server never sends one), so meeting one is a bug,
+    never a reason to make up a key like "" or "None" that would collide.
+    """
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"object without metadata.name has no key: {str(obj)[:120]}")
     namespace = meta.get("namespace")
-    return f"{namespace}/{meta['name']}" if namespace else meta["name"]
+    return f"{namespace}/{name}" if namespace else name
 
 
 def split_key(key: str) -> tuple[str | None, str]:

@@ -46,7 +46,7 @@ from platformd.ingress.model import (
     TrafficShapingPolicy,
 )
 
-__all__ = ["PREFIX", "AnnotationError", "Annotations", "Parsed", "parse", "STRING_ANNOTATIONS"]
+__all__ = ["PREFIX", "AnnotationError", "Annotations", "Parsed", "parse"]
 
 PREFIX = "nginx.ingress.kubernetes.io/"
 
@@ -243,15 +243,6 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "service-upstream": _bool,
     "upstream-vhost": _checked(v.upstream_vhost),
 }
-
-# Annotations whose value is free text (for the hostile-value tests).
-STRING_ANNOTATIONS = (
-    "rewrite-target", "app-root", "permanent-redirect", "temporal-redirect", "server-alias",
-    "proxy-body-size", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
-    "canary-by-cookie", "session-cookie-name", "session-cookie-path", "upstream-hash-by",
-    "whitelist-source-range", "allowlist-source-range", "denylist-source-range", "cors-allow-origin",
-    "cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "default-backend", "upstream-vhost",
-)
 
 _REFUSED_UNSUPPORTED = re.compile(r"^(auth-.*|satisfy|enable-modsecurity|modsecurity-.*)$")
 

@@ -60,6 +60,7 @@ from platformd.common.store import (
     index_endpointslice_by_service,
     index_ingress_by_secret,
     index_ingress_by_service,
+    key_of,
 )
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress.dataplane import ApplyResult, DataPlane
@@ -215,12 +216,6 @@ def _ingress_backends(obj: Mapping) -> set[str]:
     return names
 
 
-def _key(obj: Mapping) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name', '')}" if namespace else meta.get("name", "")
-
-
 class Controller:
     """Keeps ``plane`` serving what the informers of ``factory`` hold.
 
@@ -351,11 +346,11 @@ class Controller:
         return None
 
     def _on_service(self, obj: dict) -> None:
-        if self._referenced_service(_key(obj)):
+        if self._referenced_service(key_of(obj)):
             self._full.run()
 
     def _on_secret(self, obj: dict) -> None:
-        key = _key(obj)
+        key = key_of(obj)
         if key == self.options.translate.default_ssl_certificate or self.ingresses.store.index_keys(_BY_SECRET, key):
             self._full.run()
 
@@ -373,7 +368,7 @@ class Controller:
                 self._full.run()
 
     def _on_configmap(self, obj: dict) -> None:
-        if _key(obj) == self.options.configmap:
+        if key_of(obj) == self.options.configmap:
             self._full.run()
 
     # --- the full sync ---------------------------------------------------------
@@ -500,7 +495,7 @@ class Controller:
             if service == self.options.translate.default_backend_service or store.index_keys(_BY_DEFAULT_BACKEND, service):
                 complete = False
             for obj in store.by_index(_BY_SERVICE, service):
-                ingresses[_key(obj)] = obj
+                ingresses[key_of(obj)] = obj
         if not ingresses:
             return config, complete
         for obj in ingresses.values():

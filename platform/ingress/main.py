@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from platformd.ingress.nginx import NginxTimeouts
+from platformd.common.errors import EXIT_CONFIG
 
 log = logging.getLogger("platformd.ingress")
 
@@ -154,6 +155,14 @@ def state_dir_of(args: argparse.Namespace) -> Path:
 class StartError(Exception):
     """Cannot start: reported as one line, exit 1."""
 
+    exit_status = 1
+
+
+class ConfigError(StartError):
+    """Cannot start, and a restart would not help (a missing or bad kubeconfig)."""
+
+    exit_status = EXIT_CONFIG  # the supervisor stops the role at once
+
 
 @dataclass
 class _Parts:
@@ -180,15 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         logs.setup("ingress")
     except Exception:  # noqa: BLE001 - logging set-up must never stop the controller
         logging.basicConfig(level=logging.INFO)
-    # httpx logs every request at INFO; the Lua pushes and health probes would drown the log.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = threading.Event()
     _install_signal_handlers(stop)
     try:
         return run(args, stop)
     except StartError as exc:
         print(f"ingress: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return exc.exit_status
 
 
 def _one_line(exc: BaseException) -> str:
@@ -208,7 +215,9 @@ def make_source(args: argparse.Namespace):
     try:
         api = kubeclient.load(args.kubeconfig)
         kubeclient.check_reachable(api)
-    except (errors.KubeConfigError, errors.ApiError) as exc:
+    except errors.KubeConfigError as exc:
+        raise ConfigError(_one_line(exc)) from None
+    except errors.ApiError as exc:
         raise StartError(_one_line(exc)) from None
     return ApiSource(api), api
 
@@ -240,11 +249,8 @@ def make_dataplane(args: argparse.Namespace, registry):
                      min_reload_interval=1.0 / args.sync_rate_limit)
 
 
-def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
-    """Run the controller until ``stop`` is set. Raises ``StartError``.
-
-    ``on_built(controller)``, if given, is called once the controller exists
-    (embedders and tests use it to reach the running controller)."""
+def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    """Run the controller until ``stop`` is set. Raises ``StartError``."""
     from prometheus_client import CollectorRegistry
 
     from platformd.common.informer import InformerFactory, drop_field_management
@@ -279,8 +285,6 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     controller = Controller(factory, plane, options, recorder=recorder, configmap_factory=configmap_factory,
                             on_synced=on_synced, metrics=metrics)
     parts.controller = controller
-    if on_built is not None:
-        on_built(controller)
     checks = [nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)]
     if args.validating_webhook:
         from platformd.ingress import webhook

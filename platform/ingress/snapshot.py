@@ -16,15 +16,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from platformd.common.store import key_of  # the one key function; re-exported for the translator
+
 __all__ = ["Issue", "Snapshot", "key_of"]
-
-
-def key_of(obj: dict) -> str:
-    """``namespace/name`` of a namespaced object (``name`` if cluster-scoped)."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    name = meta.get("name", "")
-    return f"{namespace}/{name}" if namespace else name
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ Where the addresses come from, first that applies (as in ingress-nginx):
 3. the addresses of the node this controller runs on (``ExternalIP`` before
    ``InternalIP``), read from the Node named by ``node_name``.
 
+When no source gives an address (no ``--publish-*`` flag and the Node
+has none or cannot be read; a publish Service with no address yet), status
+is left exactly as it is, never cleared: an address written earlier is more
+useful than none, and it is one warning in the log (again only after
+addresses came and went), not a silent rewrite of every Ingress.
+
 ``StatusWriter.sync()`` compares every owned Ingress's status with the
 addresses and PATCHes (``/status``, merge patch) only those that differ; an
 Ingress that stopped being ours (class changed) and still shows exactly our
@@ -100,6 +106,7 @@ class StatusWriter:
         self._get_service = get_service
         self._get_node = get_node
         self._previous: set[str] = set()  # owned at the last sync: their status is ours to clear
+        self._warned_no_address = False   # the "no address" warning was logged and still holds
 
     def addresses(self) -> list[dict]:
         service = self._get_service(self.options.publish_service) if self.options.publish_service else None
@@ -111,6 +118,13 @@ class StatusWriter:
         if not self._is_leader():
             return
         wanted = self.addresses()
+        if not wanted:
+            if not self._warned_no_address:
+                log.warning("no address for Ingress status: %s; the status of Ingresses is left as it is",
+                            self._why_no_address())
+                self._warned_no_address = True
+            return
+        self._warned_no_address = False
         owned = set(self._owned())
         failures = 0
         for key in sorted(owned):
@@ -122,6 +136,15 @@ class StatusWriter:
         self._previous = owned
         if failures:
             raise errors.ApiError(f"{failures} Ingress status update(s) failed")
+
+    def _why_no_address(self) -> str:
+        if self.options.publish_service:
+            return (f"--publish-service {self.options.publish_service} has no load balancer address, "
+                    "externalIPs or externalName (yet)")
+        if self.options.node_name:
+            return (f"neither --publish-service nor --publish-status-address is set, and Node "
+                    f"{self.options.node_name} has no ExternalIP or InternalIP (or could not be read)")
+        return "neither --publish-service nor --publish-status-address is set, and the node is unknown"
 
     def clear(self) -> None:
         """Empty the status of every owned Ingress (on shutdown; leader only)."""

@@ -89,10 +89,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, TypeVar
 
+from platformd.common import gcpause
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
-from platformd.ingress import gcpause, globalconfig
+from platformd.ingress import globalconfig
 from platformd.ingress import validate as v
 from platformd.ingress.classes import is_ours, our_class_names
 from platformd.ingress.model import (

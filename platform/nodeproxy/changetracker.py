@@ -18,7 +18,9 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
-from .translate import object_key, parse_service, parse_slice, trigger_time
+from platformd.common.store import key_of
+
+from .translate import parse_service, parse_slice, trigger_time
 
 T = TypeVar("T")
 
@@ -52,7 +54,7 @@ class ChangeTracker(Generic[T]):
         obj = current if current is not None else previous
         if obj is None:
             return False
-        key = object_key(obj)
+        key = key_of(obj)
         parsed_prev, parsed_cur = self._parse(previous), self._parse(current)
         with self._lock:
             change = self._items.get(key)

@@ -188,7 +188,9 @@ def _run(args, kernel: Kernel, stop: threading.Event, clock) -> int:
     try:
         source = make_source(args)
     except Exception as err:  # KubeConfigError and friends: one line, no traceback
-        return _fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+        status = _fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+        from platformd.common import errors
+        return errors.EXIT_CONFIG if isinstance(err, errors.KubeConfigError) else status
 
     from platformd.common import resources
     from platformd.common.informer import InformerFactory

@@ -24,6 +24,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
+from platformd.common.store import key_of
+
 from . import ipsets
 from .kernel import PROTOCOLS, SCTP, IPSetEntry, RealServer, VirtualServer
 
@@ -85,12 +87,6 @@ def _is_ipv4(value: object) -> bool:
     return True
 
 
-def object_key(obj: dict) -> str:
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
 def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     """The ports of ``svc`` the node proxy serves; () for anything it ignores
     (None, ExternalName, headless, another proxy's Service, no IPv4 cluster IP)."""
@@ -122,7 +118,7 @@ def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     externally_reachable = svc_type in ("NodePort", "LoadBalancer") or bool(external_ips)
     external_local = externally_reachable and spec.get("externalTrafficPolicy") == "Local"
     internal_local = spec.get("internalTrafficPolicy") == "Local"
-    key = object_key(svc)
+    key = key_of(svc)
     result = []
     for p in spec.get("ports") or ():
         protocol = p.get("protocol") or "TCP"

@@ -1,4 +1,4 @@
-"""Drive a `loop(stop_event)` component (runner, debouncer) on a FakeClock.
+"""Drive a `loop(stop_event)` component (the runner) on a FakeClock.
 
 The component runs in its own thread exactly as in production; ``calls``
 records the fake time of every call of its function, and ``settle(n)``
@@ -8,16 +8,8 @@ asserts that exactly ``n`` calls happened once the loop is waiting again.
 from __future__ import annotations
 
 import threading
-import time
 
-
-def wait_for(cond, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.002)
-    return cond()
+from tests.helpers.waiting import wait_for
 
 
 class LoopHarness:
@@ -40,11 +32,16 @@ class LoopHarness:
         assert self.clock.block_until_waiters(1)
 
     def settle(self, calls):
-        """Wait until ``calls`` calls happened and the loop is waiting again."""
-        assert wait_for(lambda: len(self.calls) >= calls), self.calls
-        time.sleep(0.02)  # let a wrongly scheduled extra call show up
-        assert self.clock.block_until_waiters(1)
+        """Wait until ``calls`` calls happened and the loop is idle: blocked on
+        the clock until a moment still in the (fake) future. Then nothing more
+        can happen before the clock is advanced, so an extra call that was
+        wrongly due now has shown up already; no real-time sleep needed."""
+        wait_for(lambda: len(self.calls) >= calls and self.idle(), timeout=5, message=f"{calls} calls")
         assert len(self.calls) == calls, self.calls
+
+    def idle(self) -> bool:
+        now = self.clock.monotonic()
+        return any(deadline > now for deadline in self.clock.pending_deadlines())
 
     def close(self):
         self.stop.set()

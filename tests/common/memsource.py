@@ -89,9 +89,11 @@ class MemorySource:
     # ---- Source
 
     def list(self, resource: Resource, namespace: str | None, *,
-             limit: int, continue_token: str = "") -> ListPage:
+             limit: int, continue_token: str = "", resource_version: str = "") -> ListPage:
+        """The current state, paged by ``limit`` (a server without a watch cache)."""
         with self.cond:
-            self.calls.append(("list", {"limit": limit, "continue": continue_token}))
+            self.calls.append(("list", {"limit": limit, "continue": continue_token,
+                                        "resourceVersion": resource_version}))
             self._fault()
             if continue_token:
                 snapshot_rv, _, offset_text = continue_token.partition(":")

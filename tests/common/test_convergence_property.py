@@ -24,6 +24,7 @@ from platformd.common.reflector import ReflectorOptions
 from platformd.common.resources import CONFIGMAPS
 
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 
 NAMES = [f"cm{i}" for i in range(6)]
 
@@ -127,10 +128,7 @@ def test_handler_view_converges_to_server_state(initial, ops):
         for op in ops:
             apply(server, op, counter)
         server.faults.clear()  # failures still pending would only slow convergence
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and handlers.rvs() != server_rvs(server):
-            time.sleep(0.01)
-        assert handlers.rvs() == server_rvs(server)
+        wait_for(lambda: handlers.rvs() == server_rvs(server), timeout=15, message="handlers converged")
         assert {k: o["metadata"]["resourceVersion"] for k, o in informer.store.items()} == server_rvs(server)
         assert handlers.violations == []
     finally:

@@ -10,6 +10,7 @@ from platformd.common import errors
 from platformd.common.filesource import FileSource, ManifestError, parse_manifests
 from platformd.common.informer import DeletedFinalStateUnknown, InformerFactory
 from platformd.common.resources import CONFIGMAPS, INGRESSES, NODES, SERVICES
+from tests.helpers.waiting import wait_for
 
 SERVICE = """\
 apiVersion: v1
@@ -19,15 +20,6 @@ metadata:
 spec:
   ports: [{{port: {port}}}]
 """
-
-
-def eventually(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def write(path, text):
@@ -185,55 +177,55 @@ def test_picks_up_added_changed_and_removed_files(watched):
     assert view.ports() == {"a": 80}
     uid = view.objects["a"]["metadata"]["uid"]
     write(folder / "b.yaml", SERVICE.format(name="b", port=81))
-    assert eventually(lambda: view.ports() == {"a": 80, "b": 81})
+    assert wait_for(lambda: view.ports() == {"a": 80, "b": 81})
     write(folder / "a.yaml", SERVICE.format(name="a", port=8080))
-    assert eventually(lambda: view.ports() == {"a": 8080, "b": 81})
+    assert wait_for(lambda: view.ports() == {"a": 8080, "b": 81})
     assert view.objects["a"]["metadata"]["uid"] == uid  # same object, new version
     os.remove(folder / "b.yaml")
-    assert eventually(lambda: view.ports() == {"a": 8080})
+    assert wait_for(lambda: view.ports() == {"a": 8080})
     # a file holding two objects; one of them is later dropped from it
     write(folder / "two.yaml", SERVICE.format(name="c", port=1) + "---\n" + SERVICE.format(name="d", port=2))
-    assert eventually(lambda: view.ports() == {"a": 8080, "c": 1, "d": 2})
+    assert wait_for(lambda: view.ports() == {"a": 8080, "c": 1, "d": 2})
     write(folder / "two.yaml", SERVICE.format(name="c", port=1))
-    assert eventually(lambda: view.ports() == {"a": 8080, "c": 1})
+    assert wait_for(lambda: view.ports() == {"a": 8080, "c": 1})
     assert view.tombstones == 0  # every change came through the watch
 
 
 def test_survives_a_malformed_file_and_keeps_last_good_state(watched, caplog):
     folder, source, view = watched
     write(folder / "b.yaml", SERVICE.format(name="b", port=81))
-    assert eventually(lambda: view.ports() == {"a": 80, "b": 81})
+    assert wait_for(lambda: view.ports() == {"a": 80, "b": 81})
 
     # A new file that is broken is reported with its line and ignored.
     write(folder / "broken.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n")
-    assert eventually(lambda: str(folder / "broken.yaml") in source.problems())
+    assert wait_for(lambda: str(folder / "broken.yaml") in source.problems())
     assert source.problems()[str(folder / "broken.yaml")].startswith(f"{folder / 'broken.yaml'}:5:")
     assert f"{folder / 'broken.yaml'}:5:" in caplog.text
 
     # A bad edit to a serving file keeps its last good objects...
     write(folder / "b.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: b\n")
-    assert eventually(lambda: str(folder / "b.yaml") in source.problems())
+    assert wait_for(lambda: str(folder / "b.yaml") in source.problems())
     write(folder / "a.yaml", SERVICE.format(name="a", port=8080))  # other files keep working
-    assert eventually(lambda: view.ports() == {"a": 8080, "b": 81})
+    assert wait_for(lambda: view.ports() == {"a": 8080, "b": 81})
 
     # ...until it is fixed,
     write(folder / "b.yaml", SERVICE.format(name="b", port=82))
-    assert eventually(lambda: view.ports() == {"a": 8080, "b": 82})
+    assert wait_for(lambda: view.ports() == {"a": 8080, "b": 82})
     assert str(folder / "b.yaml") not in source.problems()
     # or removed.
     os.remove(folder / "b.yaml")
     os.remove(folder / "broken.yaml")
-    assert eventually(lambda: view.ports() == {"a": 8080})
+    assert wait_for(lambda: view.ports() == {"a": 8080})
     assert source.problems() == {}
 
 
 def test_duplicate_objects_first_file_wins(watched, caplog):
     folder, source, view = watched
     write(folder / "z.yaml", SERVICE.format(name="a", port=9))
-    assert eventually(lambda: "also defined in" in caplog.text)
+    assert wait_for(lambda: "also defined in" in caplog.text)
     assert view.ports() == {"a": 80}
     os.remove(folder / "a.yaml")
-    assert eventually(lambda: view.ports() == {"a": 9})
+    assert wait_for(lambda: view.ports() == {"a": 9})
 
 
 def test_an_earlier_file_takes_over_a_duplicate_and_hands_it_back(tmp_path):

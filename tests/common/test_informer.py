@@ -16,6 +16,7 @@ from platformd.common.resources import CONFIGMAPS, ENDPOINT_SLICES, NODES
 from platformd.common.store import index_endpointslice_by_service
 
 from tests.common.memsource import MemorySource
+from tests.helpers.waiting import wait_for
 
 FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
 
@@ -23,15 +24,6 @@ FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
 def configmap(name, value="v", namespace="default"):
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace}, "data": {"k": value}}
-
-
-def eventually(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 class Recorder:
@@ -89,7 +81,7 @@ def test_handlers_see_adds_updates_deletes_in_order():
         source.update(CONFIGMAPS, configmap("a", "2"))
         source.create(CONFIGMAPS, configmap("b"))
         source.delete(CONFIGMAPS, "default/a")
-        assert eventually(lambda: len(rec.calls) == 4)
+        assert wait_for(lambda: len(rec.calls) == 4)
         assert rec.calls[1:] == [("update", "default/a"), ("add", "default/b"), ("delete", "default/a")]
         assert rec.rvs() == source_rvs(source)
     finally:
@@ -106,14 +98,14 @@ def test_deletes_found_on_relist_are_tombstones():
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        assert eventually(lambda: source.count("watch") == 1)
+        assert wait_for(lambda: source.count("watch") == 1)
         source.fail_next(errors.ServerError(500, "down"))
         source.drop_watches()
         last_b = source.state(CONFIGMAPS)["default/b"]
         source.delete(CONFIGMAPS, "default/b")
         source.update(CONFIGMAPS, configmap("a", "changed"))
         source.compact()
-        assert eventually(lambda: rec.rvs() == source_rvs(source))
+        assert wait_for(lambda: rec.rvs() == source_rvs(source))
         tombstones = [c for c in rec.calls if c[0] == "tombstone"]
         assert tombstones == [("tombstone", "default/b")]
         assert ("update", "default/a") in rec.calls
@@ -133,11 +125,11 @@ def test_unchanged_objects_are_not_redelivered_on_relist():
     try:
         assert informer.wait_for_sync(5)
         first = informer.store.get("default/a")
-        assert eventually(lambda: source.count("watch") == 1)
+        assert wait_for(lambda: source.count("watch") == 1)
         source.compact()
         source.fail_next(errors.ResourceExpired(410, "gone", "Expired"))
         source.drop_watches()
-        assert eventually(lambda: informer.reflector.list_count == 2)
+        assert wait_for(lambda: informer.reflector.list_count == 2)
         assert rec.calls == [("add", "default/a")]
         # The store keeps the object handlers were given, not the relisted copy.
         assert informer.store.get("default/a") is first
@@ -162,7 +154,7 @@ def test_handler_exceptions_are_logged_and_do_not_stop_the_informer(caplog):
         assert informer.wait_for_sync(5)
         source.create(CONFIGMAPS, configmap("a"))
         source.create(CONFIGMAPS, configmap("b"))
-        assert eventually(lambda: rec.rvs() == source_rvs(source))
+        assert wait_for(lambda: rec.rvs() == source_rvs(source))
         assert seen == ["a", "b"]
         assert "handler bug" in caplog.text
         assert informer.reflector.list_count == 1  # a handler bug does not force relists
@@ -181,7 +173,7 @@ def test_handler_added_late_gets_existing_objects_first():
         informer.add_handler(rec)
         assert rec.calls == [("add", "default/a")]
         source.create(CONFIGMAPS, configmap("b"))
-        assert eventually(lambda: rec.rvs() == source_rvs(source))
+        assert wait_for(lambda: rec.rvs() == source_rvs(source))
     finally:
         informer.stop()
 
@@ -202,7 +194,7 @@ def test_resync_redelivers_every_object_as_an_update():
         time.sleep(0.05)
         assert updates == []
         clock.advance(1)
-        assert eventually(lambda: len(updates) == 2)
+        assert wait_for(lambda: len(updates) == 2)
         assert sorted(updates) == [(True, "a"), (True, "b")]
     finally:
         informer.stop()
@@ -285,13 +277,13 @@ def test_a_transform_applies_to_the_store_handlers_and_tombstones():
     try:
         assert factory.wait_for_sync(5)
         source.update(CONFIGMAPS, applied("a", "2"))
-        assert eventually(lambda: rec.calls[-1:] == [("update", "default/a")])
-        assert eventually(lambda: source.count("watch") >= 1)
+        assert wait_for(lambda: rec.calls[-1:] == [("update", "default/a")])
+        assert wait_for(lambda: source.count("watch") >= 1)
         source.fail_next(errors.ServerError(500, "down"))
         source.drop_watches()
         source.delete(CONFIGMAPS, "default/b")
         source.compact()
-        assert eventually(lambda: ("tombstone", "default/b") in rec.calls)
+        assert wait_for(lambda: ("tombstone", "default/b") in rec.calls)
         seen = [*rec.view.values(), *informer.store.list()]
         assert seen and all("managedFields" not in o["metadata"] for o in seen)
         assert all(o["metadata"]["annotations"] == {"team": "a"} for o in seen)

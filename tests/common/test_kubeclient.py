@@ -204,3 +204,31 @@ def test_non_json_success_is_an_invalid_response(tmp_path, api):
     (tmp_path / "cfg").write_text(kubeconfig(api.url))
     with pytest.raises(errors.InvalidResponse):
         kubeclient.request_json(kubeclient.load(str(tmp_path / "cfg")), "GET", "/api/v1/things")
+
+
+def test_insecure_skip_tls_verify_is_one_warning_at_load_not_one_per_request(tmp_path, caplog):
+    import logging
+    import warnings
+
+    import urllib3
+    import yaml
+
+    from tests.fakeapi import FakeApiServer
+
+    srv = FakeApiServer(tls=True).start()
+    try:
+        config = yaml.safe_load(open(srv.write_kubeconfig(tmp_path / "kc")))
+        cluster = config["clusters"][0]["cluster"]
+        del cluster["certificate-authority-data"]
+        cluster["insecure-skip-tls-verify"] = True
+        (tmp_path / "kc").write_text(yaml.safe_dump(config))
+        with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+            warnings.simplefilter("always")           # the worst case: every warning shown
+            api = kubeclient.load(str(tmp_path / "kc"))
+            for _ in range(3):
+                assert kubeclient.request_json(api, "GET", "/api/v1/namespaces")["kind"] == "NamespaceList"
+        assert not [w for w in caught if issubclass(w.category, urllib3.exceptions.InsecureRequestWarning)]
+        records = [r for r in caplog.records if r.name == "platformd.common.kubeclient"]
+        assert len(records) == 1 and "insecure-skip-tls-verify" in records[0].getMessage()
+    finally:
+        srv.stop()

@@ -10,8 +10,10 @@ from datetime import datetime, timezone
 import pytest
 
 from platformd.common import kubeclient
+from platformd.common.clock import FakeClock
 from platformd.common.leaderelection import LeaderElector
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 
 NS, NAME = "kube-system", "platform-ingress"
 # Short but realistic proportions: renew deadline well under the lease, and
@@ -35,15 +37,6 @@ def client_for(server, tmp_path):
     def make():
         return kubeclient.load(str(path))
     return make
-
-
-def wait_for(cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return cond()
 
 
 def closed_port() -> int:
@@ -101,6 +94,48 @@ def lease(server):
     return server.get("Lease", NS, NAME)
 
 
+class FakeTime:
+    """Moves a shared ``FakeClock`` on in small steps. Before each step it waits
+    (real time) until every running candidate is blocked on the clock until a
+    moment still ahead, so all work due at the current fake time is done:
+    timing is measured in fake seconds, with no sleeps and no real-time
+    margins to tune."""
+
+    STEP = 0.05
+
+    def __init__(self, candidates=()):
+        self.clock = FakeClock()
+        self.candidates = list(candidates)
+
+    def _idle(self) -> bool:
+        now = self.clock.monotonic()
+        running = sum(c.thread.is_alive() for c in self.candidates)
+        return sum(d > now for d in self.clock.pending_deadlines()) >= running
+
+    def settle(self) -> None:
+        wait_for(self._idle, timeout=10, message="candidates waiting on the clock")
+
+    def run(self, seconds: float, each=None) -> None:
+        """Let ``seconds`` of fake time pass (``each()`` after every step)."""
+        end = self.clock.monotonic() + seconds
+        while self.clock.monotonic() < end - 1e-9:
+            self.settle()
+            self.clock.advance(min(self.STEP, end - self.clock.monotonic()))
+            if each is not None:
+                each()
+        self.settle()
+
+    def until(self, condition, limit: float) -> float:
+        """Fake seconds until ``condition()`` holds; fails after ``limit``."""
+        start = self.clock.monotonic()
+        while True:
+            self.settle()
+            if condition():
+                return self.clock.monotonic() - start
+            assert self.clock.monotonic() - start < limit, f"not within {limit} fake seconds"
+            self.clock.advance(self.STEP)
+
+
 def test_arguments_are_checked():
     with pytest.raises(ValueError):
         LeaderElector(None, NS, NAME, "a", lease_duration=1, renew_deadline=1, retry_period=0.1)
@@ -111,16 +146,18 @@ def test_arguments_are_checked():
 
 
 def test_first_candidate_creates_the_lease_and_leads(server, client_for):
-    a = Candidate(client_for(), "a", **FAST).start()
+    time = FakeTime()
+    a = Candidate(client_for(), "a", clock=time.clock, **FAST).start()
+    time.candidates.append(a)
     try:
-        assert a.started.wait(3)
+        time.until(a.started.is_set, 1)
         assert a.elector.is_leader()
         spec = lease(server)["spec"]
         assert spec["holderIdentity"] == "a"
         assert spec["leaseDurationSeconds"] == 1
-        # It keeps renewing.
+        # It keeps renewing, every retry period.
         first = spec["renewTime"]
-        assert wait_for(lambda: lease(server)["spec"]["renewTime"] != first, 2)
+        assert time.until(lambda: lease(server)["spec"]["renewTime"] != first, 1) <= FAST["retry_period"] + FakeTime.STEP
         assert a.elector.is_leader()
     finally:
         a.stop()
@@ -129,23 +166,24 @@ def test_first_candidate_creates_the_lease_and_leads(server, client_for):
 
 
 def test_never_two_leaders_and_takeover_after_the_leader_stops_renewing(server, client_for):
+    time = FakeTime()
     a_api = client_for()
-    a = Candidate(a_api, "a", **FAST).start()
-    assert a.started.wait(3)
-    b = Candidate(client_for(), "b", **FAST).start()
+    a = Candidate(a_api, "a", clock=time.clock, **FAST).start()
+    time.candidates.append(a)
+    time.until(a.started.is_set, 1)
+    b = Candidate(client_for(), "b", clock=time.clock, **FAST).start()
+    time.candidates.append(b)
     sampler = Sampler([a, b])
     try:
         # While a renews, b never takes over.
-        time.sleep(2.5)
+        time.run(2.5)
         assert not b.started.is_set()
         assert lease(server)["spec"]["holderIdentity"] == "a"
 
         # "Crash" a: its requests fail from now on, so it stops renewing
         # without releasing (its thread keeps running and keeps trying).
         a_api.configuration.host = f"http://127.0.0.1:{closed_port()}"
-        cut = time.monotonic()
-        assert b.started.wait(5)
-        takeover = time.monotonic() - cut
+        takeover = time.until(b.started.is_set, 5)
         # a must have given up on its own, within the renew deadline.
         assert a.stopped.is_set()
         assert not a.elector.is_leader()
@@ -155,30 +193,31 @@ def test_never_two_leaders_and_takeover_after_the_leader_stops_renewing(server, 
         assert FAST["lease_duration"] - 2 * FAST["retry_period"] <= takeover <= 3.0, takeover
         assert lease(server)["spec"]["holderIdentity"] == "b"
         assert lease(server)["spec"]["leaseTransitions"] == 1
-        time.sleep(0.5)
+        time.run(0.5)
     finally:
         sampler.close()
         a.stop()
         b.stop()
-    assert sampler.samples > 500
+    assert sampler.samples > 100
     assert sampler.overlaps == 0
 
 
 def test_graceful_release_hands_over_well_before_expiry(server, client_for):
     slow = dict(lease_duration=5.0, renew_deadline=3.0, retry_period=0.15)
-    a = Candidate(client_for(), "a", **slow).start()
-    assert a.started.wait(3)
-    b = Candidate(client_for(), "b", **slow).start()
+    time = FakeTime()
+    a = Candidate(client_for(), "a", clock=time.clock, **slow).start()
+    time.candidates.append(a)
+    time.until(a.started.is_set, 1)
+    b = Candidate(client_for(), "b", clock=time.clock, **slow).start()
+    time.candidates.append(b)
     sampler = Sampler([a, b])
     try:
-        time.sleep(0.5)
+        time.run(0.5)
         assert not b.started.is_set()
         a.stop()
-        released = time.monotonic()
         assert a.stopped.is_set()
-        assert b.started.wait(3)
         # One jittered retry of b (at most 0.15 * 2.2 s), not the 5 s lease.
-        assert time.monotonic() - released < 1.0
+        assert time.until(b.started.is_set, 5) <= 0.15 * 2.2 + FakeTime.STEP
         spec = lease(server)["spec"]
         assert spec["holderIdentity"] == "b"
     finally:
@@ -218,42 +257,41 @@ def test_expiry_uses_local_observation_time_not_remote_timestamps(server, client
                  "acquireTime": _micro(946684800.0), "renewTime": _micro(946684800.0),
                  "leaseTransitions": 0},
     })
-    stop_renewing = threading.Event()
+    skewed_now = [946684800.0]
 
-    def skewed_leader():
-        t = 946684800.0
-        while not stop_renewing.is_set():
-            t += 0.1
-            obj = lease(server)
-            obj["spec"]["renewTime"] = _micro(t)
-            server.update(obj)
-            time.sleep(0.1)
+    def skewed_leader_renews():
+        # Every fake step (0.05 s) the skewed leader renews, with its own clock.
+        skewed_now[0] += FakeTime.STEP
+        obj = lease(server)
+        obj["spec"]["renewTime"] = _micro(skewed_now[0])
+        server.update(obj)
 
-    renewer = threading.Thread(target=skewed_leader, daemon=True)
-    renewer.start()
-    a = Candidate(client_for(), "a", **FAST).start()
+    time = FakeTime()
+    a = Candidate(client_for(), "a", clock=time.clock, **FAST).start()
+    time.candidates.append(a)
     try:
-        assert not a.started.wait(2.0)
+        time.run(2.0, each=skewed_leader_renews)
+        assert not a.started.is_set()
         assert a.elector.leader() == "skewed"
-        stop_renewing.set()
-        renewer.join(2)
-        stopped_at = time.monotonic()
-        assert a.started.wait(3)
-        assert time.monotonic() - stopped_at >= FAST["lease_duration"] - FAST["retry_period"]
+        # The skewed leader stops renewing: a takes over once a lease has passed
+        # since it last saw a change (less the retry period it may observe late).
+        taken = time.until(a.started.is_set, 5)
+        assert taken >= FAST["lease_duration"] - FAST["retry_period"]
     finally:
-        stop_renewing.set()
         a.stop()
 
 
 def test_racing_candidates_elect_exactly_one(server, client_for):
     """Racing writes to one lease: the resourceVersion (409 on a stale one) picks one winner."""
-    candidates = [Candidate(client_for(), f"c{i}", **FAST) for i in range(4)]
+    time = FakeTime()
+    candidates = [Candidate(client_for(), f"c{i}", clock=time.clock, **FAST) for i in range(4)]
+    time.candidates.extend(candidates)
     sampler = Sampler(candidates)
     try:
         for c in candidates:
             c.start()
-        assert wait_for(lambda: any(c.started.is_set() for c in candidates), 3)
-        time.sleep(1.0)
+        time.until(lambda: any(c.started.is_set() for c in candidates), 1)
+        time.run(1.0)
         assert sum(c.started.is_set() for c in candidates) == 1
     finally:
         sampler.close()

@@ -17,6 +17,7 @@ from platformd.common.store import Store
 
 from tests.common.memsource import MemorySource
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 
 # Fast numbers for tests that run on the real clock.
 FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
@@ -25,15 +26,6 @@ FAST = ReflectorOptions(backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
 def configmap(name, value="v", namespace="default"):
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace}, "data": {"k": value}}
-
-
-def eventually(predicate, timeout=10.0, interval=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 class Running:
@@ -74,11 +66,13 @@ def test_lists_in_pages_then_follows_the_watch():
         lists = [args for name, args in source.calls if name == "list"]
         assert [a["limit"] for a in lists] == [500, 500, 500]
         assert lists[0]["continue"] == "" and lists[1]["continue"] and lists[2]["continue"]
+        # "0" first (a server without a watch cache pages it); never with a continue token.
+        assert [a["resourceVersion"] for a in lists] == ["0", "", ""]
         assert len(r.store) == 1234
         source.update(CONFIGMAPS, configmap("cm0001", "changed"))
         source.delete(CONFIGMAPS, "default/cm0002")
         source.create(CONFIGMAPS, configmap("new"))
-        assert eventually(lambda: store_rvs(r.store) == source_rvs(source))
+        assert wait_for(lambda: store_rvs(r.store) == source_rvs(source))
         assert r.store.get("default/cm0001")["data"] == {"k": "changed"}
         watch = [args for name, args in source.calls if name == "watch"][0]
         assert watch["resourceVersion"] == "1234"
@@ -104,10 +98,11 @@ def test_410_in_the_middle_of_paging_restarts_the_list():
     source.on_list_page = compact_once
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        tokens = [args["continue"] for name, args in source.calls if name == "list"]
-        # first page, the failing second page, then a whole new list of three pages
-        assert tokens[0] == "" and tokens[1] != "" and tokens[2] == ""
-        assert len(tokens) == 5
+        lists = [args for name, args in source.calls if name == "list"]
+        # first page, the failing second page, then one list in one piece at
+        # the same version (client-go's pager: FullListIfExpired)
+        assert [(a["continue"] != "", a["limit"], a["resourceVersion"]) for a in lists] == [
+            (False, 500, "0"), (True, 500, ""), (False, 0, "0")]
         assert store_rvs(r.store) == source_rvs(source)
         assert r.store.get("default/late") is not None
         assert r.store.get("default/cm0000") is None
@@ -119,15 +114,53 @@ def test_relists_after_watch_expired_and_sees_deletes_made_meanwhile():
     source.create(CONFIGMAPS, configmap("b"))
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: source.count("watch") == 1)
+        assert wait_for(lambda: source.count("watch") == 1)
         # The watch is lost; while we are away, b is deleted and history compacted.
         source.fail_next(errors.ServerError(503, "unavailable"))
         source.drop_watches()
         source.delete(CONFIGMAPS, "default/b")
         source.create(CONFIGMAPS, configmap("c"))
         source.compact()
-        assert eventually(lambda: store_rvs(r.store) == source_rvs(source))
+        assert wait_for(lambda: store_rvs(r.store) == source_rvs(source))
         assert r.reflector.list_count == 2
+
+
+def test_relists_from_the_last_version_seen_without_paging():
+    """A relist asks for the newest version already seen, with no limit: the
+    API server's watch cache answers it, and it never goes back in time."""
+    source = MemorySource()
+    source.create(CONFIGMAPS, configmap("a"))
+    with Running(source, options=FAST) as r:
+        assert r.reflector.wait_for_sync(5)
+        source.create(CONFIGMAPS, configmap("b"))             # seen by the watch
+        wait_for(lambda: r.store.get("default/b") is not None)
+        seen = r.reflector.resource_version
+        source.fail_next(errors.ResourceExpired(410, "too old resource version", "Expired"))
+        source.drop_watches()                                   # the re-watch gets the 410: relist
+        wait_for(lambda: r.reflector.list_count == 2)
+        relist = [args for name, args in source.calls if name == "list"][-1]
+        assert relist == {"limit": 0, "continue": "", "resourceVersion": seen}
+
+
+@pytest.mark.parametrize("failure", [
+    errors.ResourceExpired(410, "too old resource version", "Expired"),
+    errors.ResourceVersionTooLarge(504, "Too large resource version", "Timeout"),
+])
+def test_a_relist_whose_version_is_unavailable_reads_from_etcd_at_once(failure):
+    source = MemorySource()
+    source.create(CONFIGMAPS, configmap("a"))
+    with Running(source, options=FAST) as r:
+        assert r.reflector.wait_for_sync(5)
+        source.create(CONFIGMAPS, configmap("b"))
+        wait_for(lambda: r.store.get("default/b") is not None)
+        seen = r.reflector.resource_version
+        # The re-watch gets a 410 (relist); that list's version is unavailable too.
+        source.fail_next(errors.ResourceExpired(410, "too old resource version", "Expired"), failure)
+        source.drop_watches()
+        wait_for(lambda: r.reflector.list_count == 2)
+        lists = [args["resourceVersion"] for name, args in source.calls if name == "list"]
+        assert lists[-2:] == [seen, ""]                        # "" = a consistent read, no wait
+        assert store_rvs(r.store) == source_rvs(source)
 
 
 def test_sink_error_is_survived_by_relisting():
@@ -146,7 +179,7 @@ def test_sink_error_is_survived_by_relisting():
     with Running(source, store=FlakyStore(), options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
         source.create(CONFIGMAPS, configmap("boom"))
-        assert eventually(lambda: store_rvs(r.store) == source_rvs(source))
+        assert wait_for(lambda: store_rvs(r.store) == source_rvs(source))
         assert r.reflector.list_count == 2
 
 
@@ -155,7 +188,7 @@ def test_stop_interrupts_an_open_watch():
     r = Running(source, options=FAST)
     with r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: r.reflector.watching)
+        assert wait_for(lambda: r.reflector.watching)
         started = time.monotonic()
     assert time.monotonic() - started < 1.0
 
@@ -169,7 +202,7 @@ def test_health_signal_moves_with_success():
         assert first == clock.monotonic()
         clock.advance(30)
         source.create(CONFIGMAPS, configmap("a"))
-        assert eventually(lambda: r.reflector.last_success == first + 30)
+        assert wait_for(lambda: r.reflector.last_success == first + 30)
 
 
 # ---------------------------------------------------------------- backoff (fake clock)
@@ -269,7 +302,7 @@ def test_backoff_resets_only_after_a_healthy_period():
         clock.advance(rng_check.backoff_reset_after + 1)
         source.fail_next(errors.ServerError(500, "boom"))
         source.drop_watches()
-        assert eventually(lambda: r.reflector._backoff.attempts == 1)
+        assert wait_for(lambda: r.reflector._backoff.attempts == 1)
 
 
 def test_watches_that_end_at_once_are_backed_off():
@@ -288,8 +321,12 @@ def test_repeated_410_is_backed_off():
     source = MemorySource()
     source.fail_next(*[errors.ResourceExpired(410, "gone", "Expired")] * 100)
     with Running(source, clock=clock) as r:
-        attempts = drive(clock, source, r.reflector, until=10)
+        drive(clock, source, r.reflector, until=10)
     # The first 410 is relisted at once, later ones back off like failures.
+    # (Each attempt is two lists: at its version, then at once from etcd.)
+    lists = [args["resourceVersion"] for name, args in source.calls if name == "list"]
+    attempts = [rv for rv in lists if rv != ""]
+    assert len(lists) == 2 * len(attempts)
     assert len(attempts) <= max_attempts(ReflectorOptions(), 10) + 1
 
 
@@ -325,7 +362,7 @@ def test_fake_api_relists_on_410(fake_api):
         server.create(configmap(f"cm{i}"))
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: r.reflector.watching)
+        assert wait_for(lambda: r.reflector.watching)
         # Make the reflector lose its watch and miss changes, then forget history.
         server.faults.fail_next(3, 503, path_prefix="/api/v1/configmaps")
         server.faults.drop_watches()
@@ -333,10 +370,56 @@ def test_fake_api_relists_on_410(fake_api):
         server.update({**server.get("configmaps", "default", "cm1"), "data": {"k": "new"}})
         server.create(configmap("late"))
         server.faults.compact()
-        assert eventually(lambda: store_rvs(r.store) == server_rvs(server))
+        assert wait_for(lambda: store_rvs(r.store) == server_rvs(server))
         # The missed delete can only be learnt from a new list.
         assert r.reflector.list_count == 2
         assert lists_made(server) == 2
+
+
+def list_queries(server):
+    return [query for _, _, path, query, status in server.request_log
+            if path == "/api/v1/configmaps" and "watch=true" not in query]
+
+
+def test_fake_api_lists_come_from_the_watch_cache_not_etcd(fake_api):
+    """The first list asks for "0" and gets everything in one answer; a relist
+    asks for the last version seen, without a limit: neither reads etcd."""
+    server, source = fake_api
+    for i in range(1200):
+        server.create(configmap(f"cm{i:04}"))
+    with Running(source, options=FAST) as r:
+        assert r.reflector.wait_for_sync(5)
+        assert len(r.store) == 1200
+        assert list_queries(server) == ["limit=500&resourceVersion=0"]
+        wait_for(lambda: r.reflector.watching)
+        server.create(configmap("late"))
+        wait_for(lambda: r.store.get("default/late") is not None)
+        seen = r.reflector.resource_version
+        server.faults.fail_next(1, 410, path_prefix="/api/v1/configmaps")   # the re-watch: relist
+        server.faults.drop_watches()
+        wait_for(lambda: r.reflector.list_count == 2)
+        assert list_queries(server)[1] == f"resourceVersion={seen}"
+        assert server.registry.list_reads == {"cache": 2, "etcd": 0}
+        assert store_rvs(r.store) == server_rvs(server)
+
+
+def test_fake_api_without_a_watch_cache_pages_and_keeps_paging(fake_api):
+    server, source = fake_api
+    server.registry.watch_cache = False
+    for i in range(1200):
+        server.create(configmap(f"cm{i:04}"))
+    with Running(source, options=FAST) as r:
+        assert r.reflector.wait_for_sync(5)
+        queries = list_queries(server)
+        assert queries[0] == "limit=500&resourceVersion=0" and len(queries) == 3
+        wait_for(lambda: r.reflector.watching)
+        seen = r.reflector.resource_version
+        server.faults.fail_next(1, 410, path_prefix="/api/v1/configmaps")   # the re-watch: relist
+        server.faults.drop_watches()
+        wait_for(lambda: r.reflector.list_count == 2)
+        # The server pages, so the relist pages too (an exact read at the version seen).
+        assert list_queries(server)[3] == f"limit=500&resourceVersion={seen}"
+        assert store_rvs(r.store) == server_rvs(server)
 
 
 def test_fake_api_restarts_a_list_whose_continue_token_expired(fake_api):
@@ -360,28 +443,30 @@ def test_fake_api_restarts_a_list_whose_continue_token_expired(fake_api):
         def watch(self, *args, **kwargs):
             return source.watch(*args, **kwargs)
 
+    server.registry.watch_cache = False            # so that "0" is paged
     options = ReflectorOptions(page_size=3, backoff_initial=0.01, backoff_cap=0.05, short_watch=0.0)
     with Running(CompactAfterFirstPage(), options=options) as r:
         assert r.reflector.wait_for_sync(5)
         assert store_rvs(r.store) == server_rvs(server)
     statuses = [(query, status) for _, _, path, query, status in server.request_log
                 if path == "/api/v1/configmaps" and "watch=true" not in query]
+    assert statuses[0] == ("limit=3&resourceVersion=0", 200)
     assert statuses[1][0].startswith("limit=3&continue=") and statuses[1][1] == 410
-    assert statuses[2] == ("limit=3", 200)  # started over
+    assert statuses[2] == ("resourceVersion=0", 200)  # started over, in one piece
 
 
 def test_fake_api_rewatches_after_dropped_watches_without_relisting(fake_api):
     server, source = fake_api
     with Running(source, options=FAST) as r:
         assert r.reflector.wait_for_sync(5)
-        assert eventually(lambda: watches_made(server) == 1)
+        assert wait_for(lambda: watches_made(server) == 1)
         for round_ in range(4):
             before = watches_made(server)
             server.faults.drop_watches(abrupt=bool(round_ % 2))
             for i in range(5):
                 server.create(configmap(f"cm{round_}-{i}"))
-            assert eventually(lambda: watches_made(server) > before)
-        assert eventually(lambda: store_rvs(r.store) == server_rvs(server))
+            assert wait_for(lambda: watches_made(server) > before)
+        assert wait_for(lambda: store_rvs(r.store) == server_rvs(server))
         assert r.reflector.list_count == 1
         assert lists_made(server) == 1
         assert watches_made(server) == 5
@@ -398,9 +483,9 @@ def test_fake_api_recovers_from_a_full_restart(fake_api):
         server.create(configmap("while-down"))
         time.sleep(0.3)  # the reflector fails to reconnect a few times
         server.start()
-        assert eventually(lambda: store_rvs(r.store) == server_rvs(server))
+        assert wait_for(lambda: store_rvs(r.store) == server_rvs(server))
         assert r.store.get("default/cm0") is None
-        assert eventually(lambda: r.reflector.watching)
+        assert wait_for(lambda: r.reflector.watching)
 
 
 def test_fake_api_requests_stay_bounded_while_the_server_fails(fake_api):

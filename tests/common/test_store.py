@@ -197,3 +197,15 @@ def test_an_index_of_one_object_per_value_costs_little():
     per_object = (cost["indexed"] - cost["plain"]) / len(slices)
     # The value string and a dict entry; a set per value would add 216 bytes.
     assert per_object < 150, per_object
+
+
+def test_key_of_is_the_one_key_and_refuses_a_nameless_object():
+    from platformd.common.store import key_of as the_key
+    from platformd.ingress.snapshot import key_of as snapshot_key
+
+    assert snapshot_key is the_key
+    assert the_key({"metadata": {"namespace": "ns", "name": "a"}}) == "ns/a"
+    assert the_key({"metadata": {"name": "cluster-wide"}}) == "cluster-wide"
+    for nameless in ({}, {"metadata": None}, {"metadata": {"namespace": "ns"}}, {"metadata": {"name": ""}}):
+        with pytest.raises(ValueError, match="without metadata.name"):
+            the_key(nameless)

@@ -1,7 +1,7 @@
 """deploy/Dockerfile, checked without a Docker engine.
 
-No image can be built here, so these tests pin the parts of the Dockerfile
-other code depends on: the base image, the data plane packages (the same ones
+These tests pin, without building, the parts of the Dockerfile other code
+depends on (tests/deploy/test_image_build.py builds and runs the image): the base image, the data plane packages (the same ones
 the host set-up installs, so host tests exercise what the image ships), the
 entry point and its role argument, the share directory platformd.paths reads,
 the non-root user the Helm chart runs the ingress role as, and a build context
@@ -26,9 +26,10 @@ DOCKERFILE = REPO / "deploy" / "Dockerfile"
 
 INGRESS_PACKAGES = {"nginx", "libnginx-mod-http-lua", "lua-cjson"}
 NODEPROXY_PACKAGES = {"ipset", "iptables", "conntrack", "kmod"}
-# Not data plane, but needed to run at all: the interpreter of the venv and
-# the CA bundle for TLS to the API server.
-RUNTIME_PACKAGES = {"python3", "ca-certificates"}
+# Not data plane, but needed to run at all: the interpreter of the venv, the
+# CA bundle for TLS to the API server, and setcap (nginx needs it anyway,
+# through iproute2: purging it removed nginx).
+RUNTIME_PACKAGES = {"python3", "ca-certificates", "libcap2-bin"}
 SHARE_DIR = "/usr/share/platformd"
 
 
@@ -83,7 +84,7 @@ def test_packages_exist_in_debian_12():
     release = open("/etc/os-release").read()
     if 'VERSION_ID="12"' not in release:
         pytest.skip("the host is not Debian 12; its archive says nothing about bookworm")
-    wanted = INGRESS_PACKAGES | NODEPROXY_PACKAGES | RUNTIME_PACKAGES | {"python3-venv", "libcap2-bin"}
+    wanted = INGRESS_PACKAGES | NODEPROXY_PACKAGES | RUNTIME_PACKAGES | {"python3-venv"}
     proc = subprocess.run(["apt-cache", "show", "--no-all-versions", *sorted(wanted)],
                           capture_output=True, text=True, timeout=120)
     found = set(re.findall(r"^Package: (\S+)$", proc.stdout, re.M))
@@ -137,40 +138,7 @@ def test_runs_as_the_user_the_chart_expects(final):
 
 # --- build context ------------------------------------------------------------
 
-def _docker_pattern(pattern: str) -> re.Pattern:
-    """A .dockerignore pattern as a regex: Go filepath.Match plus ``**``.
-
-    ``*`` and ``?`` stop at ``/``; ``**`` spans any number of directories.
-    """
-    out, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:[^/]+/)*", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif pattern[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            out, i = out + "[^/]", i + 1
-        else:
-            out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(out + r"\Z")
-
-
-def dockerignore_excludes(relpath: str) -> bool:
-    """Docker's rule: patterns apply in order and the last one matching the
-    path or one of its parent directories decides; ``!`` re-includes."""
-    lines = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()]
-    patterns = [line for line in lines if line and not line.startswith("#")]
-    parts = relpath.split("/")
-    candidates = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
-    excluded = False
-    for pattern in patterns:
-        negate = pattern.startswith("!")
-        regex = _docker_pattern(pattern.lstrip("!").strip("/"))
-        if any(regex.match(c) for c in candidates):
-            excluded = not negate
-    return excluded
+dockerignore_excludes = dockerfile.dockerignore_excludes
 
 
 def context_sources(stages) -> list[str]:

@@ -27,34 +27,9 @@ import pytest
 
 from . import dockerfile, helmtool
 from .helmtool import container
-from .test_dockerfile import DOCKERFILE, REPO, dockerignore_excludes
+from .test_dockerfile import DOCKERFILE, REPO
 
 pytestmark = pytest.mark.slow
-
-
-def build_context(dest: Path) -> None:
-    """Copy the files .dockerignore lets into the build context."""
-    def walk(directory: Path) -> None:
-        for entry in sorted(directory.iterdir()):
-            rel = entry.relative_to(REPO).as_posix()
-            if entry.is_dir() and not entry.is_symlink():
-                walk(entry)
-            elif not dockerignore_excludes(rel):
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(entry, target)
-
-    for top in sorted(REPO.iterdir()):
-        rel = top.name
-        if top.is_dir():
-            # A directory excluded at the top with nothing let back in below is skipped whole.
-            if dockerignore_excludes(rel) and not any(
-                    line.strip().lstrip("!").startswith(rel + "/") or line.strip() == "!" + rel
-                    for line in (REPO / ".dockerignore").read_text().splitlines()):
-                continue
-            walk(top)
-        elif not dockerignore_excludes(rel):
-            shutil.copy2(top, dest / rel)
 
 
 def run(argv, **kwargs) -> subprocess.CompletedProcess:
@@ -68,7 +43,7 @@ def image_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("image")
     context = root / "src"
     context.mkdir()
-    build_context(context)
+    dockerfile.build_context(context)
 
     # Build stage: the package into a venv of its own.
     venv = root / "opt" / "platformd"

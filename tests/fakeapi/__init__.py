@@ -21,9 +21,13 @@ What behaves like the real server (see each module for details):
 - one global resourceVersion; uid, creationTimestamp, generation (Ingress,
   IngressClass, EndpointSlice, workloads: bumped by changes outside metadata
   and status); no-op writes keep the rv;
-- list: resourceVersion ""/"0"/exact (+ resourceVersionMatch), limit and
-  opaque continue tokens (consistent snapshots; 410 Expired when compacted),
-  label and field selectors;
+- list: resourceVersion ""/"0"/exact (+ resourceVersionMatch) with the
+  watch cache's semantics (``"0"`` and NotOlderThan answered from it, in one
+  piece whatever the limit; unset, Exact, or a version with a limit read from
+  "etcd" and paged; ``registry.watch_cache = False`` turns it off,
+  ``registry.list_reads`` counts both kinds), limit and opaque continue
+  tokens (consistent snapshots; 410 Expired when compacted), label and field
+  selectors;
 - watch: chunked JSON lines, ADDED/MODIFIED/DELETED/BOOKMARK
   (allowWatchBookmarks; every `bookmark_interval` s), timeoutSeconds,
   replay from history, ERROR 410 for a compacted start, objects entering or

@@ -17,6 +17,7 @@ import json
 import random
 import time
 import uuid
+from dataclasses import replace
 from typing import Callable
 
 from . import apply, conversion, defaults, patching, selectors, strategic, webhooks
@@ -93,6 +94,12 @@ class Registry:
         self.on_namespace_terminating = on_namespace_terminating or (lambda name: None)
         # Validating admission (webhooks.py): after validation, before storage.
         self.admit = webhooks.ValidatingWebhooks(self)
+        # Whether lists may be served by the API server's watch cache (see
+        # _read_for_list); off models --watch-cache=false or a resource without one.
+        self.watch_cache = True
+        # First pages served, by where from: the watch cache or etcd (a quorum
+        # or exact read: the expensive kind the reflector avoids).
+        self.list_reads = {"cache": 0, "etcd": 0}
 
     # --- storage access (converting views such as events.k8s.io Events) -------------------
 
@@ -246,7 +253,12 @@ class Registry:
             snapshot_rv, start_after = decode_continue(opts.continue_token)
             snap = self._snapshot_or_expired(rt, snapshot_rv, start_after)
         else:
-            snapshot_rv, snap = self._read_for_list(rt, opts)
+            snapshot_rv, snap, from_cache = self._read_for_list(rt, opts)
+            if from_cache:
+                self.list_reads["cache"] += 1
+                opts = replace(opts, limit=0)   # the watch cache answers in one piece
+            else:
+                self.list_reads["etcd"] += 1
 
         lo, hi = snap.bounds(opts.namespace, start_after)
         selecting = bool(opts.label_selector or opts.field_selector)
@@ -284,29 +296,50 @@ class Registry:
                 "and now may show up in the list.",
                 encode_continue(current, start_after)) from None
 
-    def _read_for_list(self, rt: ResourceType, opts: ListOptions) -> tuple[int, Snapshot]:
+    def _read_for_list(self, rt: ResourceType, opts: ListOptions) -> tuple[int, Snapshot, bool]:
+        """(resourceVersion, snapshot, served by the watch cache) for a first page.
+
+        The real API server's rules (its watch cache is always current here):
+
+        - ``resourceVersion`` unset: a consistent (quorum) read from etcd,
+          paged by ``limit``;
+        - ``"0"`` (no match, or NotOlderThan): any state, from the watch cache,
+          which ignores ``limit`` and answers in one piece; with the watch
+          cache off (``watch_cache=False``) it is read from etcd and paged;
+        - ``"N"`` with no ``limit`` (no match or NotOlderThan): at least as
+          new as N, from the watch cache (504 "Too large resource version"
+          after a short wait for an N it has not reached);
+        - ``"N"`` with a ``limit``: the watch cache has no pages, so etcd:
+          with NotOlderThan the newest state, with no match (the legacy
+          meaning of paging at a version) or Exact exactly N; Exact with no
+          limit too. 410 Expired once N is compacted.
+        """
         rv_text = opts.resource_version or ""
         match = opts.resource_version_match or ""
         if match and match not in ("Exact", "NotOlderThan"):
             raise bad_request(f"resourceVersionMatch: Unsupported value: \"{match}\"")
         if match and not rv_text:
             raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
-        if rv_text in ("", "0"):
-            if match == "Exact" and rv_text == "0":
+        if rv_text == "":
+            with self.storage.lock:
+                return self.storage.resource_version, self.storage.snapshot(rt), False
+        if rv_text == "0":
+            if match == "Exact":
                 raise bad_request("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
             with self.storage.lock:
-                return self.storage.resource_version, self.storage.snapshot(rt)
+                return self.storage.resource_version, self.storage.snapshot(rt), self.watch_cache
         rv = self._parse_rv(rv_text)
+        exact = match == "Exact" or (not match and opts.limit > 0)
         if rv > self.storage.resource_version:
             if not self.storage.wait_for_rv(rv, TOO_LARGE_RV_WAIT):
                 raise too_large_resource_version(rv, self.storage.resource_version)
-        if match == "Exact":
+        if exact:
             try:
-                return rv, self.storage.snapshot(rt, rv)
+                return rv, self.storage.snapshot(rt, rv), False
             except ValueError:
                 raise expired("The resourceVersion for the provided list is too old.") from None
         with self.storage.lock:
-            return self.storage.resource_version, self.storage.snapshot(rt)
+            return self.storage.resource_version, self.storage.snapshot(rt), self.watch_cache and not opts.limit
 
     @staticmethod
     def _parse_rv(text: str) -> int:

@@ -121,14 +121,11 @@ def test_namespace_delete_removes_its_objects(fake_api, core):
 
 def test_namespace_controller_runs_after_a_delay(tmp_path):
     from tests.fakeapi import FakeApiServer
-    import time
+    from tests.helpers.waiting import wait_for
     with FakeApiServer(namespace_finalize_delay=0.1) as srv:
         srv.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "x"}})
         srv.delete("namespaces", None, "x")
-        deadline = time.monotonic() + 5
-        while srv.get("namespaces", None, "x") is not None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert srv.get("namespaces", None, "x") is None
+        wait_for(lambda: srv.get("namespaces", None, "x") is None, timeout=5, message="namespace x gone")
         assert srv.get("configmaps", "x", "cm") is None
 
 

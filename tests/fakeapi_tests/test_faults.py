@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 
 from .helpers import raw
 
@@ -125,15 +126,7 @@ def test_client_reconnects_after_restart(fake_api, tmp_path):
     core = client.CoreV1Api(api)
     core.list_namespace()                      # keep-alive connection now open
     fake_api.restart()
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            assert core.list_namespace().items
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    wait_for(lambda: core.list_namespace().items, timeout=5, interval=0.05, ignore=(Exception,))
     api.close()
 
 
@@ -166,10 +159,7 @@ def test_watch_threads_end_when_client_goes_away(fake_api):
     assert fake_api.open_watches == 1
     conn.close()
     resp.close()
-    deadline = time.monotonic() + 3
-    while fake_api.open_watches and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert fake_api.open_watches == 0
+    wait_for(lambda: fake_api.open_watches == 0, timeout=3, message="no open watches")
 
 
 def test_standalone_rbac_with_token_file(tmp_path):

@@ -281,3 +281,67 @@ def test_table_output_for_kubectl(fake_api):
     assert row["cells"][:3] == ["web", "platform", "a.example"]
     assert row["object"]["kind"] == "PartialObjectMetadata"
     assert row["object"]["metadata"]["namespace"] == "default"
+
+
+# --- the watch cache's semantics -------------------------------------------------------------
+
+def _page(fake_api, **query):
+    status, body, _ = raw(fake_api, "GET", "/api/v1/namespaces/default/configmaps",
+                          query={k: str(v) for k, v in query.items()})
+    assert status == 200, body
+    return body
+
+
+def test_resource_version_0_is_served_whole_by_the_watch_cache(fake_api):
+    for i in range(5):
+        fake_api.create(_cm(f"cm-{i}"))
+    reads = dict(fake_api.registry.list_reads)
+    body = _page(fake_api, resourceVersion="0", limit=2)
+    assert len(body["items"]) == 5 and "continue" not in body["metadata"]   # limit ignored
+    assert fake_api.registry.list_reads["cache"] == reads["cache"] + 1
+    # Unset: a quorum read from etcd, paged.
+    body = _page(fake_api, limit=2)
+    assert len(body["items"]) == 2 and body["metadata"]["continue"]
+    assert fake_api.registry.list_reads["etcd"] == reads["etcd"] + 1
+
+
+def test_without_a_watch_cache_resource_version_0_is_paged(fake_api):
+    for i in range(5):
+        fake_api.create(_cm(f"cm-{i}"))
+    fake_api.registry.watch_cache = False
+    body = _page(fake_api, resourceVersion="0", limit=2)
+    assert len(body["items"]) == 2 and body["metadata"]["continue"]
+
+
+def test_a_version_with_a_limit_is_an_exact_read_and_without_one_not_older_than(fake_api):
+    fake_api.create(_cm("a"))
+    then = _page(fake_api)["metadata"]["resourceVersion"]
+    fake_api.create(_cm("b"))
+    # No limit: at least as new as `then`, from the watch cache: the newest state.
+    newest = _page(fake_api, resourceVersion=then)
+    assert _names_of(newest) == ["a", "b"] and int(newest["metadata"]["resourceVersion"]) > int(then)
+    # A limit without a match: the legacy meaning, exactly `then` (from etcd).
+    exact = _page(fake_api, resourceVersion=then, limit=10)
+    assert _names_of(exact) == ["a"] and exact["metadata"]["resourceVersion"] == then
+    # NotOlderThan with a limit: etcd, the newest state, paged.
+    paged = _page(fake_api, resourceVersion=then, resourceVersionMatch="NotOlderThan", limit=1)
+    assert _names_of(paged) == ["a"] and paged["metadata"]["continue"]
+    fake_api.faults.compact()
+    status, body, _ = raw(fake_api, "GET", "/api/v1/namespaces/default/configmaps",
+                          query={"resourceVersion": then, "limit": "10"})
+    assert status == 410 and body["reason"] == "Expired"
+    assert _names_of(_page(fake_api, resourceVersion=then)) == ["a", "b"]     # the cache still answers
+
+
+@pytest.mark.parametrize("query, message", [
+    ({"resourceVersionMatch": "NotOlderThan"}, "forbidden unless resourceVersion"),
+    ({"resourceVersion": "0", "resourceVersionMatch": "Exact"}, "forbidden for resourceVersion"),
+    ({"resourceVersion": "1", "resourceVersionMatch": "Newest"}, "Unsupported value"),
+])
+def test_bad_resource_version_match_is_400(fake_api, query, message):
+    status, body, _ = raw(fake_api, "GET", "/api/v1/configmaps", query=query)
+    assert status == 400 and message in body["message"]
+
+
+def _names_of(body) -> list[str]:
+    return [item["metadata"]["name"] for item in body["items"]]

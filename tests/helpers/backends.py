@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from platformd.ingress.model import Endpoint
+from tests.helpers.waiting import wait_for
 
 __all__ = ["HttpBackend", "NginxBackend", "backends", "free_port"]
 
@@ -127,17 +128,17 @@ class NginxBackend:
              str(self._dir / "error.log"), "-g", "daemon off;"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection((self.address, self.port), timeout=0.2):
-                    return
-            except OSError:
-                if self._proc.poll() is not None:
-                    break
-                time.sleep(0.02)
-        self.stop()
-        raise RuntimeError(f"nginx backend {name} did not start")
+        def listening() -> bool:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"nginx backend {name} exited with {self._proc.returncode}")
+            with socket.create_connection((self.address, self.port), timeout=0.2):
+                return True
+
+        try:
+            wait_for(listening, timeout=10, ignore=(OSError,), message=f"nginx backend {name} listening")
+        except (AssertionError, RuntimeError):
+            self.stop()
+            raise
 
     @property
     def endpoint(self) -> Endpoint:

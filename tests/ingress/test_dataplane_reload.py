@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import socket
@@ -19,6 +20,7 @@ from platformd.ingress.model import Backend, Configuration, Endpoint, Listen, Lo
 from platformd.ingress.nginx import NginxFiles, ReloadError
 from platformd.ingress.render import dynamic_sections
 from platformd.ingress.view import RuntimePaths
+from tests.helpers import waiting
 
 HOST = "example.com"
 
@@ -45,16 +47,7 @@ def metric(plane_harness, name: str) -> float:
     return value
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return True
-        except Exception:
-            pass
-        time.sleep(interval)
-    return False
+wait_for = functools.partial(waiting.wait_for, ignore=(Exception,))
 
 
 # --- real nginx ---------------------------------------------------------------

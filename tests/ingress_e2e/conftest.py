@@ -8,7 +8,7 @@
 * ``get(path, host=..., https=False, **kw)``: a request through nginx;
 * ``internal(path)``: a request to the internal server (/healthz, /status, ...);
 * ``status()``: ``/status`` as a dict; ``wait_ready()``; ``stop()``;
-* ``controller``: the ``Controller``; ``state_dir``.
+* ``state_dir``.
 
 ``netns_backends(names)`` makes ``NetnsBackends`` cleaned up after the test.
 ``wait_for(fn, timeout)`` polls until ``fn()`` is truthy and returns its value.
@@ -16,35 +16,25 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.helpers import waiting
 from tests.helpers.backends import free_port
 from tests.ingress_e2e.netns import NetnsBackends
 
 NGINX = "/usr/sbin/nginx"
 
 
-def wait_for(fn, timeout: float = 10.0, interval: float = 0.05, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (httpx.HTTPError, OSError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {message}; last: {last!r}")
+#: tests.helpers.waiting.wait_for, with a server that still starts counting as "not yet"
+wait_for = functools.partial(waiting.wait_for, ignore=(httpx.HTTPError, OSError))
 
 
 class RunningController:
@@ -60,7 +50,6 @@ class RunningController:
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
         self.exit_code: int | None = None
-        self._controller = None
         self._http = httpx.Client(timeout=10)
         self._https = httpx.Client(timeout=10, verify=False)
         self._thread = threading.Thread(target=self._run, args=(ingress_main,), daemon=True)
@@ -68,17 +57,9 @@ class RunningController:
 
     def _run(self, ingress_main) -> None:
         try:
-            self.exit_code = ingress_main.run(self.args, self.stop_event, on_built=self._built)
+            self.exit_code = ingress_main.run(self.args, self.stop_event)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
-
-    def _built(self, controller) -> None:
-        self._controller = controller
-
-    @property
-    def controller(self):
-        """The ``Controller`` this run made."""
-        return self._controller
 
     def get(self, path: str = "/", host: str | None = None, https: bool = False, **kwargs) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}) or {})

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from platformd.ingress.nginx import NginxFiles, NginxProcess
 from tests.helpers.backends import free_port
 from tests.ingress_e2e import objects as o
 from tests.ingress_e2e.conftest import wait_for
@@ -55,12 +56,14 @@ def test_nginx_crash_is_healed(fake_api, ingress_controller, netns_backends):
     _seed(fake_api, backends)
     running = ingress_controller()
     running.wait_ready()
-    plane = running.controller.plane
-    plane.nginx.kill_master()
+    # A crash from outside, as the kernel's OOM killer would do it: SIGKILL to the master.
+    nginx = NginxProcess(NginxFiles(running.state_dir))
+    crashed = nginx.master_pid()
+    os.kill(crashed, signal.SIGKILL)
     wait_for(lambda: running.internal("/healthz").status_code == 500, 10, message="unhealthy without nginx")
     # The controller starts a new master (the orphaned workers are told to quit).
     wait_for(lambda: running.internal("/healthz").status_code == 200, 20, message="healthy again")
-    assert plane.nginx.master_pid() is not None
+    assert nginx.master_pid() not in (None, crashed)
     running.wait_served("web.example", "/", "b0", timeout=20)
 
 
@@ -130,8 +133,9 @@ current-context: x
 """)
     unreachable = _run_cli("--kubeconfig", str(kubeconfig))
     no_dir = _run_cli("--source", str(tmp_path / "missing"))
-    for result in (missing, unreachable, no_dir):
-        assert result.returncode == 1, result
+    # A missing kubeconfig is a configuration error (EXIT_CONFIG: the supervisor stops at once).
+    for result, status in ((missing, 78), (unreachable, 1), (no_dir, 1)):
+        assert result.returncode == status, result
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
         assert lines[0].startswith("ingress: ")

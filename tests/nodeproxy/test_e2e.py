@@ -1,30 +1,20 @@
 """The node proxy end to end on the host: real informers (file source and the
 fake API server) feeding the proxier, with the in-memory kernel."""
 
+import functools
 import threading
-import time
 
 import pytest
 import yaml
 
 from platformd.nodeproxy.fakekernel import FakeKernel
 from platformd.nodeproxy.main import build_parser, run
+from tests.helpers.waiting import wait_for
 
 from .objects import endpoint_slice, service
 
 
-def eventually(check, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-        except (KeyError, AssertionError):
-            result = None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {check.__doc__ or check}")
-        time.sleep(0.05)
+eventually = functools.partial(wait_for, timeout=15.0, interval=0.05, ignore=(KeyError, AssertionError))
 
 
 class Running:

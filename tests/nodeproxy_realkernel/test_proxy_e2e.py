@@ -23,6 +23,7 @@ dns        10.96.0.50       53/UDP -> 5353                           a, b
 from __future__ import annotations
 
 import collections
+import functools
 import re
 import threading
 import time
@@ -32,6 +33,7 @@ import pytest
 from platformd.nodeproxy.kernel import VirtualServer
 from platformd.nodeproxy.kernel_linux import LinuxKernel
 from platformd.nodeproxy.main import build_parser, run
+from tests.helpers.waiting import wait_for
 
 from . import netns
 from .netns import sh
@@ -48,18 +50,7 @@ INITIAL_VIRTUAL_SERVERS = ("10.96.0.10:80", "10.96.0.10:53", f"{NODE_IP}:30080",
                            "10.96.0.30:80", "10.96.0.40:80", "10.96.0.50:53")
 
 
-def eventually(check, timeout: float = WAIT, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (AssertionError, OSError) as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"not true within {timeout}s: {check.__doc__ or check} (last error: {last})")
+eventually = functools.partial(wait_for, timeout=WAIT, interval=0.3, ignore=(AssertionError, OSError))
 
 
 # -- API objects -------------------------------------------------------------------

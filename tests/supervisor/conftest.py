@@ -13,21 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.waiting import wait_for
+
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 class StandInComponent:

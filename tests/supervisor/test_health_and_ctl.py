@@ -9,7 +9,8 @@ import sys
 import httpx
 import pytest
 
-from tests.supervisor.conftest import free_port, wait_for
+from tests.helpers.waiting import wait_for
+from tests.supervisor.conftest import free_port
 
 SLEEP = "sleep 1000"
 

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import xmlrpc.client
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,8 @@ import pytest
 import yaml
 
 from tests.helpers.backends import HttpBackend
-from tests.supervisor.conftest import free_port, wait_for
+from tests.helpers.waiting import wait_for
+from tests.supervisor.conftest import free_port
 
 HOST = "role.test"
 
@@ -94,10 +94,9 @@ class Role:
             return False
 
     def program(self, name: str) -> dict:
-        from supervisor.xmlrpc import SupervisorTransport
+        from platformd.health import supervisor_proxy
 
-        transport = SupervisorTransport(None, None, serverurl=f"unix://{self.state}/supervisor.sock")
-        return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor.getProcessInfo(name)
+        return supervisor_proxy(self.state / "supervisor.sock").supervisor.getProcessInfo(name)
 
     def nginx_master(self) -> int:
         return int((self.state / "ingress" / "nginx.pid").read_text().strip())
@@ -284,3 +283,22 @@ def test_platformctl_backends_and_conf_read_the_running_node(role):
     missing = subprocess.run([sys.executable, "-m", "platformd.ctl", "conf", "--state-dir", "/nonexistent"],
                              capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and missing.stderr.startswith("platformctl: cannot read")
+
+
+def test_platformctl_finds_the_running_role_with_no_flags(role):
+    """platformd records itself (platformd.localrun); platformctl needs no --url or --state-dir."""
+
+    def ctl(*args):
+        return subprocess.run([sys.executable, "-m", "platformd.ctl", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    status = ctl("status")
+    assert status.returncode == 0, status.stderr
+    assert "informers synced: yes" in status.stdout
+    backends = ctl("backends")
+    assert backends.returncode == 0 and "default-web-80" in backends.stdout, backends.stderr
+    conf = ctl("conf")
+    assert conf.returncode == 0 and "role.test" in conf.stdout
+    # Stopped: the pointer goes with the run.
+    role.stop()
+    assert not Path(os.environ["PLATFORM_POINTER"]).exists()

@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from platformd.ingress import gcpause
+from platformd.common import gcpause
 
 
 class Node:
@@ -132,3 +132,14 @@ def test_full_collections_wait_for_the_interval():
         gc.unfreeze()
         gc.collect()
         (gc.enable if was_enabled else gc.disable)()
+
+
+def test_gcpause_is_the_only_switch_of_the_collector():
+    """Two switches would turn the collector back on in the middle of each
+    other's work: every pause in the product goes through ``gcpause.paused``."""
+    from pathlib import Path
+
+    package = Path(gcpause.__file__).resolve().parents[1]
+    switching = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                       if "gc.disable(" in p.read_text() or "gc.enable(" in p.read_text())
+    assert switching == ["common/gcpause.py"]
