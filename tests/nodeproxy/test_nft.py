@@ -335,3 +335,15 @@ def test_status_document_and_health_check_node_port():
         assert checks.ports() == {}
     finally:
         checks.close()
+
+
+def test_platformctl_shows_the_nftables_status():
+    from platformd.ctl import render_status_table
+    p, _k = make()
+    p.on_service(None, service("web", "10.96.0.10"))
+    p.on_slice(None, endpoint_slice("web", ["10.1.0.1"]))
+    p.sync()
+    text = render_status_table({"components": {"nodeproxy": {"healthy": True, "status": p.status()}}})
+    assert "mode:" in text and "nftables" in text and "services:" in text and "virtual servers" not in text
+    lines = dict(line.split(":", 1) for line in text.splitlines() if line.startswith("  ") and ":" in line)
+    assert lines["  services"].strip() == "1"
