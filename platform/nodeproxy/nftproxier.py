@@ -100,7 +100,7 @@ class NftProxier(Proxier):
         opts = Options(self.opts.hostname, self._node_ips,
                        tuple(c.strip() for c in self.opts.cluster_cidr.split(",") if c.strip()),
                        self.opts.masquerade_all)
-        fixed_key = (opts.node_ips,)
+        fixed_key = (opts.node_ips, opts.cluster_cidrs, opts.masquerade_all)
         if fixed_key != self._fixed_for:
             fixed = fixed_table(opts)
             self._table.set(FIXED, ServiceRules(fixed.chains, fixed.sets, frozenset(

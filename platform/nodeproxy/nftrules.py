@@ -9,8 +9,9 @@ measurement on this machine's kernel (6.18) with ``nft`` 1.0.6:
   port -> goto the Service's chain), ``service-nodeports4|6``, and the
   ``no-endpoint-*`` maps that reject (ICMP port unreachable) at once in the
   filter hooks, where ``reject`` is allowed.
-* Per Service port and family one ``service-`` chain (masquerading, then the
-  choice of endpoint), one ``external-`` chain when node ports, external or
+* Per Service port and family one ``service-`` chain (the choice of
+  endpoint; masquerading of cluster-IP traffic is one rule per family in
+  ``services``), one ``external-`` chain when node ports, external or
   load-balancer IPs exist, one ``firewall-`` chain for
   ``loadBalancerSourceRanges``. Chain names carry a hash of the Service
   port, so they are unique and stable whatever the names' lengths.
@@ -125,7 +126,20 @@ def fixed_table(opts: Options) -> Table:
                                "masquerade fully-random"))
     c[MARK_FOR_MASQUERADE] = Chain((f"meta mark set meta mark | {MASQ_MARK}",))
     c[REJECT_CHAIN] = Chain(("reject",))
-    c["services"] = Chain(per_family("{kw} daddr . meta l4proto . th dport vmap @service-ips{f}")
+    # Masquerading of cluster-IP traffic from outside the pod network (or
+    # of all of it): one rule per family here rather than one per Service
+    # chain as in kube-proxy. Equivalent, since traffic to a cluster IP on a
+    # port no Service has is rejected anyway, and 10,000 fewer rules cut
+    # the initial load at 10,000 Services by 0.4 s (of 2.0 s) on this host.
+    masq = []
+    for family in FAMILIES:
+        kw, cidr = _KW[family], cidr_of(opts.cluster_cidrs, family)
+        if opts.masquerade_all:
+            masq.append(f"{kw} daddr @cluster-ips{family} jump {MARK_FOR_MASQUERADE}")
+        elif cidr:
+            masq.append(f"{kw} daddr @cluster-ips{family} {kw} saddr != {cidr} jump {MARK_FOR_MASQUERADE}")
+    c["services"] = Chain(tuple(masq)
+                          + per_family("{kw} daddr . meta l4proto . th dport vmap @service-ips{f}")
                           + per_family("{kw} daddr @nodeport-ips{f} meta l4proto . th dport vmap @service-nodeports{f}"))
     c["firewall-check"] = Chain(per_family("{kw} daddr . meta l4proto . th dport vmap @firewall-ips{f}"))
     c["service-endpoints-check"] = Chain(
@@ -245,15 +259,7 @@ class _Builder:
             else:
                 add((f"no-endpoint-services{f}", f"{ip} . {proto} . {sp.port}", f"goto {REJECT_CHAIN}"))
         if cluster_eps:
-            cidr = cidr_of(opts.cluster_cidrs, family)
-            rules = []
-            for ip in cluster_ips:
-                match = f"{kw} daddr {ip} {proto} dport {sp.port}"
-                if opts.masquerade_all:
-                    rules.append(f"{match} jump {MARK_FOR_MASQUERADE}")
-                elif cidr:
-                    rules.append(f"{match} {kw} saddr != {cidr} jump {MARK_FOR_MASQUERADE}")
-            self.chains[svc_chain] = Chain(tuple(rules + self.dispatch(sp, family, cluster_eps)))
+            self.chains[svc_chain] = Chain(tuple(self.dispatch(sp, family, cluster_eps)))
 
         reachable = bool(cluster_eps or external_eps)
         externals = [(ip, sp.port) for ip in external_ips + lb_ips]
