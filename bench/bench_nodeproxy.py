@@ -57,9 +57,10 @@ addresses).
 Both modes run side by side (``--modes ipvs,nftables``, the default). The
 nftables rows give each sync's time and its transaction's size (rules,
 elements and objects added or deleted); with ``linux`` they run in a network
-namespace of their own (``nft -f`` on this machine's kernel) and ``nft
-no-op`` is one empty transaction at that size: nft's start and its cache
-read, the floor under every sync through ``nft``. On a kernel without IPVS
+namespace of their own on this machine's kernel: small transactions over our
+own netlink encoding, big ones through ``nft -f`` (see ``nftnetlink``);
+"(via nft -f)" is the same endpoint change sent through ``nft -f`` alone,
+and ``nft no-op`` one empty ``nft -f`` transaction at that size. On a kernel without IPVS
 (this machine) the IPVS rows say so and the nftables rows still run; where
 both run, the nftables/IPVS ratio of each figure follows.
 
@@ -241,8 +242,8 @@ def bench_nft_size(kind: str, n: int) -> dict:
         from platformd.nodeproxy.nftfake import FakeNft
         kernel = FakeNft()
     else:
-        from platformd.nodeproxy.nftkernel import NftCli
-        kernel = NftCli()
+        from platformd.nodeproxy.nftnetlink import NftNetlink
+        kernel = NftNetlink()
         kernel.probe()
         kernel.delete_table()  # a previous size's table
     proxier = NftProxier(kernel, ProxierOptions(hostname="bench-node", node_ips=("192.168.0.1",),
@@ -261,7 +262,7 @@ def bench_nft_size(kind: str, n: int) -> dict:
         initial_steps = {name: round(sec, 4) for name, sec in result.steps}
 
         changes = []
-        for target in (n // 2, n // 3):
+        for target in sorted({n // 2, n // 3, n // 5, n // 7, n // 11}):  # distinct Services
             old = endpoint_slice(target)
             new = endpoint_slice(target)
             new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
@@ -272,6 +273,23 @@ def bench_nft_size(kind: str, n: int) -> dict:
             changes.append((time.perf_counter() - t0, proxier.last_transaction_size, result))
             assert not result.full
         change, change_size, change_result = min(changes, key=lambda c: c[0])
+        # The same kind of change through nft -f alone (what NftNetlink saves).
+        change_nft = None
+        if kind == "linux":
+            from platformd.nodeproxy.nftkernel import NftCli
+            kernel.transact = lambda ops, create_table=False: NftCli.transact(kernel, ops, create_table)
+            times = []
+            for target in (n // 2 + 1, n // 3 + 1, n // 5 + 1):
+                old = endpoint_slice(target)
+                new = endpoint_slice(target)
+                new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
+                                       "nodeName": "node-0"}
+                proxier.on_slice(old, new)
+                t0 = time.perf_counter()
+                proxier.sync()
+                times.append(time.perf_counter() - t0)
+            del kernel.transact
+            change_nft = min(times)
 
         proxier._needs_full = True  # noqa: SLF001 - benchmark reaches in on purpose
         t0 = time.perf_counter()
@@ -290,6 +308,7 @@ def bench_nft_size(kind: str, n: int) -> dict:
             "feed_events_s": round(feed, 4), "initial_sync_s": round(initial, 4),
             "initial_transaction_size": initial_size, "initial_steps": initial_steps,
             "endpoint_change_s": round(change, 6), "endpoint_change_transaction_size": change_size,
+            "endpoint_change_nft_f_s": round(change_nft, 6) if change_nft is not None else None,
             "endpoint_change_steps": {name: round(sec, 5) for name, sec in change_result.steps},
             "full_resync_s": round(full, 4), "full_resync_transaction_size": full_size,
             "full_resync_steps": full_steps, "nft_noop_s": round(noop, 5)}
@@ -369,19 +388,24 @@ def _bench_nft(kind: str, sizes: list[int]) -> list[dict]:
     where = "nft -f in a network namespace of its own" if kind == "linux" else "in-memory table model"
     print(f"nftables mode, kernel={kind} ({where}), {ENDPOINTS} endpoints per Service")
     print(f"{'services':>8}  {'initial sync':>12}  {'txn size':>8}  {'1 endpoint chg':>14}  {'txn size':>8}  "
-          f"{'full resync':>11}  {'txn size':>8}  {'nft no-op':>9}")
+          f"{'(via nft -f)':>12}  {'full resync':>11}  {'txn size':>8}  {'nft no-op':>9}")
     results = []
     for n in sizes:
         r = bench_nft_size(kind, n)
         results.append(r)
         print(f"{n:>8}  {r['initial_sync_s']:>11.3f}s  {r['initial_transaction_size']:>8}  "
               f"{r['endpoint_change_s'] * 1000:>12.2f}ms  {r['endpoint_change_transaction_size']:>8}  "
+              f"{_ms(r['endpoint_change_nft_f_s']):>12}  "
               f"{r['full_resync_s']:>10.3f}s  {r['full_resync_transaction_size']:>8}  "
               f"{r['nft_noop_s'] * 1000:>7.2f}ms", flush=True)
     for r in results:
         print(f"steps at {r['services']}: initial {r['initial_steps']}; one endpoint change "
               f"{r['endpoint_change_steps']}; full resync {r['full_resync_steps']}")
     return results
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.2f}ms"
 
 
 def _print_ratios(ipvs: list[dict], nft: list[dict]) -> None:

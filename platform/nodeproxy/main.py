@@ -113,8 +113,9 @@ def options_from(args: argparse.Namespace) -> ProxierOptions:
 
 def make_kernel(args: argparse.Namespace):
     if args.proxy_mode == "nftables":
-        from .nftkernel import DryRunNft, NftCli
-        return DryRunNft() if args.dry_run else NftCli()
+        from .nftkernel import DryRunNft
+        from .nftnetlink import NftNetlink
+        return DryRunNft() if args.dry_run else NftNetlink()
     if args.dry_run:
         from .dryrun import DryRunKernel
         return DryRunKernel()

@@ -32,6 +32,7 @@ import pytest
 
 from platformd.nodeproxy.main import build_parser, run
 from platformd.nodeproxy.nftkernel import NftCli
+from platformd.nodeproxy.nftnetlink import NftNetlink
 
 from . import netns
 from .netns import sh
@@ -155,7 +156,7 @@ def cluster(tmp_path_factory):
             "--healthz-bind-address", "", "--metrics-bind-address", ""])
         stop = threading.Event()
         outcome = {}
-        proxy = threading.Thread(target=lambda: outcome.setdefault("status", run(args, NftCli(), stop)),
+        proxy = threading.Thread(target=lambda: outcome.setdefault("status", run(args, NftNetlink(), stop)),
                                  name="nodeproxy", daemon=True)
         proxy.start()
         try:

@@ -21,13 +21,14 @@ pytestmark = pytest.mark.skipif(not shutil.which("nft"), reason="needs the nft t
 
 def _feed(p: NftProxier) -> None:
     ports = ((8080, "TCP"), (5353, "UDP"), (9, "SCTP"))
-    six = endpoint_slice("web", ["fd00:244::1", "fd00:244::2"], name="web-6", ports=ports)
+    NAMES = ["p80", "p53", "p9"]  # noqa: N806 - the Service's port names
+    six = endpoint_slice("web", ["fd00:244::1", "fd00:244::2"], name="web-6", ports=ports, port_names=NAMES)
     six["addressType"] = "IPv6"
     web = service("web", "10.96.0.10", ports=((80, "TCP", 30080), (53, "UDP", 30053), (9, "SCTP")),
                   type="NodePort")
     web["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
     p.on_service(None, web)
-    p.on_slice(None, endpoint_slice("web", ["10.1.0.1", "10.1.0.2"], ports=ports))
+    p.on_slice(None, endpoint_slice("web", ["10.1.0.1", "10.1.0.2"], ports=ports, port_names=NAMES))
     p.on_slice(None, six)
     p.on_service(None, service("sticky", "10.96.0.20", sessionAffinity="ClientIP",
                                sessionAffinityConfig={"clientIP": {"timeoutSeconds": 3700}}))
