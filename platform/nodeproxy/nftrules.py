@@ -298,8 +298,10 @@ class _Builder:
                 if family_of(ip) == family:
                     self.udp[(ip, sp.node_port)] = frozenset(e.address for e in external_eps)
         if sp.health_check_node_port:
+            # Per family and port the same pods: the largest count, not the sum
+            # (a dual-stack pod is one endpoint with two addresses).
             local = sum(1 for e in external_eps if e.local)
-            self.health[sp.health_check_node_port] = self.health.get(sp.health_check_node_port, 0) + local
+            self.health[sp.health_check_node_port] = max(self.health.get(sp.health_check_node_port, 0), local)
 
     def _external_rules(self, sp: ServicePort, family: int, svc_chain: str,
                         cluster_eps: list[Endpoint], external_eps: list[Endpoint]) -> list[str]:

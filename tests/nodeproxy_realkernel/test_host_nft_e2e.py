@@ -18,6 +18,11 @@ dns      10.96.0.50, fd00:96::50      53/UDP                                    
 empty    10.96.0.60, fd00:96::60      80/TCP, 53/UDP                            none
 local    10.96.0.70, fd00:96::70      80/TCP (node port 30070), both policies   a (here), b
 v4only   10.96.0.80                   80/TCP                                    c
+lb       10.96.0.90, fd00:96::90      80/TCP, LoadBalancer 192.0.2.90 and       a (here), b
+                                      2001:db8::90, external IP 198.51.100.90,
+                                      source ranges: the outside client only,
+                                      externalTrafficPolicy Local, health-check
+                                      node port 32090
 =======  ===========================  ========================================  ===========
 """
 
@@ -148,6 +153,13 @@ def cluster(tmp_path_factory):
               nodes={"pod-b": "node-b"}, type="NodePort", externalTrafficPolicy="Local",
               internalTrafficPolicy="Local")
         c.add("v4only", ["10.96.0.80"], ("pod-c",))
+        c.add("lb", ["10.96.0.90", "fd00:96::90"], ("pod-a", "pod-b"), ports=(dict(HTTP, nodePort=30090),),
+              nodes={"pod-b": "node-b"}, type="LoadBalancer", externalTrafficPolicy="Local",
+              healthCheckNodePort=32090, externalIPs=["198.51.100.90"],
+              loadBalancerSourceRanges=["192.168.50.2/32", "fd00:50::2/128"])
+        lb = api.get("Service", "default", "lb")
+        lb["status"] = {"loadBalancer": {"ingress": [{"ip": "192.0.2.90"}, {"ip": "2001:db8::90"}]}}
+        api.update(lb)
 
         args = build_parser().parse_args([
             "--proxy-mode", "nftables", "--kubeconfig", kubeconfig, "--hostname", "node-a",
@@ -161,7 +173,8 @@ def cluster(tmp_path_factory):
         proxy.start()
         try:
             eventually(lambda: serving("10.96.0.10 . tcp . 80", "fd00:96::10 . tcp . 80", "10.96.0.80 . tcp . 80",
-                                       "fd00:96::60 . udp . 53", NODE_IP6), timeout=60, interval=0.3)
+                                       "fd00:96::60 . udp . 53", NODE_IP6, "2001:db8::90 . tcp . 80"),
+                       timeout=60, interval=0.3)
             yield c
         finally:
             stop.set()
@@ -315,3 +328,32 @@ def test_others_tables_untouched_and_cleanup_removes_ours_only(cluster):
     tables = sh("nft", "list", "tables")
     assert "inet other" in tables
     assert "platform-nodeproxy" not in tables or eventually(lambda: serving("10.96.0.10 . tcp . 80"))
+
+
+@FAMILIES
+def test_load_balancer_ip_honours_source_ranges_and_local_policy(cluster, v):
+    lb_ip = "192.0.2.90" if v == "4" else "2001:db8::90"
+    answers = {cluster.topo.outside.ask_tcp(lb_ip, 80) for _ in range(10)}
+    assert answers == {"pod-a"}  # Local: this node's endpoint only
+    # pod-c is not in loadBalancerSourceRanges: dropped (no answer at all)
+    with pytest.raises(OSError):
+        cluster.topo.client("pod-c").connect(lb_ip, 80, timeout=1.0)
+
+
+def test_external_ip_is_served(cluster):
+    assert cluster.topo.outside.ask_tcp("198.51.100.90", 80) == "pod-a"
+
+
+def test_health_check_node_port_counts_local_endpoints(cluster):
+    import json
+    with netns.entered(cluster.topo.outside.ns):
+        s = socket.create_connection((NODE_IP, 32090), timeout=5)
+    with s:
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") or head.startswith(b"HTTP/1.1 200"), head
+    assert json.loads(body) == {"service": {"namespace": "default", "name": "lb"}, "localEndpoints": 1,
+                                "serviceProxyHealthy": True}
