@@ -27,6 +27,7 @@ class FakeNft:
         self.table: Table | None = None
         self.transactions: list[tuple[Op, ...]] = []
         self.fail_next: KernelError | None = None  # the next transaction fails with this
+        self.cleared: list[tuple[str, str, int, str | None]] = []  # clear_conntrack calls
 
     def probe(self) -> None:
         pass
@@ -52,7 +53,7 @@ class FakeNft:
         return had
 
     def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
-        self.cleared = getattr(self, "cleared", []) + [(protocol, address, port, real_address)]
+        self.cleared.append((protocol, address, port, real_address))
         return 0
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ the ``meta nfproto`` check nft itself adds.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 import struct
@@ -255,7 +256,6 @@ class NftNetlink(NftCli):
             raise KernelError("nftables netlink batch: no answer") from err
         if error is not None:
             index, code = error
-            import os
             raise KernelError(f"nftables netlink batch failed at {messages[index][0]}: {os.strerror(code)}", code)
 
 
