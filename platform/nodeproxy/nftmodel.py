@@ -222,9 +222,47 @@ _ELEMENTS_PER_LINE = 1000
 
 
 def render(ops: Iterable[Op], create_table: bool = True) -> str:
-    """``nft -f`` input for ``ops``: one transaction."""
+    """``nft -f`` input for ``ops``: one transaction.
+
+    The chains added and rewritten before the first element or deletion
+    (where :func:`plan` puts them) are written as one ``table { chain {
+    rules } }`` block after their flushes, the rest as commands in order:
+    the same transaction, but nft parses the block form faster (10,000
+    Services: 1.8 s instead of 2.7 s on this host)."""
     t = f"{TABLE_FAMILY} {TABLE}"
     lines = [f"add table {t}"] if create_table else []
+    ops = list(ops)
+    head: list[Op] = []
+    block: dict[str, list[str]] = {}
+    hooks: dict[str, str] = {}
+    i = 0
+    for i, op in enumerate(ops):  # noqa: B007 - i is where the commands resume
+        kind = type(op)
+        if kind is AddChain:
+            block.setdefault(op.name, [])
+            if op.hook:
+                hooks[op.name] = op.hook
+        elif kind is AddRule:
+            block.setdefault(op.chain, []).append(op.rule)
+        elif kind is AddSet or kind is FlushChain or (kind is DeleteSet and not block):
+            head.append(op)
+        else:
+            break
+    else:
+        i = len(ops)
+    lines += _commands(t, head)
+    if block:
+        body = []
+        for name, rules in block.items():
+            hook = f"{hooks[name]}\n" if name in hooks else ""
+            body.append(f"chain {name} {{\n{hook}" + "".join(f"{r}\n" for r in rules) + "}")
+        lines.append(f"table {t} {{\n" + "\n".join(body) + "\n}")
+    lines += _commands(t, ops[i:])
+    return "\n".join(lines) + "\n"
+
+
+def _commands(t: str, ops: Iterable[Op]) -> list[str]:
+    lines: list[str] = []
     for op in ops:
         kind = type(op)
         if kind is AddRule:
@@ -245,7 +283,7 @@ def render(ops: Iterable[Op], create_table: bool = True) -> str:
             lines.append(f"add {what} {t} {op.spec.name} {op.spec.declaration()}")
         elif kind is DeleteSet:
             lines.append(f"delete set {t} {op.name}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def size(ops: Iterable[Op]) -> int:
