@@ -71,6 +71,13 @@ def duration(text: str) -> float:
     return total
 
 
+def _ip_argument(text: str) -> str:
+    from .translate import canonical, is_ip
+    if not is_ip(text):
+        raise argparse.ArgumentTypeError(f"invalid IP address {text!r}")
+    return canonical(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="platformd nodeproxy",
                                 description="Node proxy (kube-proxy's IPVS or nftables mode).")
@@ -80,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", metavar="DIR", help="read Services/EndpointSlices/Nodes from manifests in DIR")
     p.add_argument("--hostname", default=os.environ.get("NODE_NAME") or socket.gethostname().lower(),
                    help="this node's name (default: $NODE_NAME or the host name)")
-    p.add_argument("--node-ip", action="append", default=[], metavar="IP",
+    p.add_argument("--node-ip", action="append", default=[], metavar="IP", type=_ip_argument,
                    help="node IP for node ports (repeatable; default: the Node's InternalIP/ExternalIP)")
     p.add_argument("--cluster-cidr", default="",
                    help="pod CIDR(s), comma-separated for dual-stack; cluster-IP traffic from outside is masqueraded")

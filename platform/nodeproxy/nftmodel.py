@@ -15,6 +15,16 @@ tests check that every rule shape we emit reads back unchanged. Base chains
 carry their hook line, which is compared by presence only (nft prints
 priorities by name, e.g. ``dstnat``).
 
+Every rule goes to the kernel with a comment holding its id (a hash of its
+text, :func:`rule_id`); a full sync can then read the table back over
+netlink (``nftnetlink``) as chain names, rule ids and decoded elements, far
+cheaper than ``nft list`` (which renders every rule: 2.9 s at 10,000
+Services on this host, ten times more under the test VM's emulation).
+:func:`plan` compares rules by id, so a rule read back as its id alone
+(``#...``) equals the rule text it came from. A rule edited by hand but
+keeping our comment would go unnoticed; deleted, added or flushed ones do
+not.
+
 Order inside a transaction, so every reference resolves at each step:
 new sets and chains (empty) first; then chains rewritten (flush + rules);
 then elements deleted and added; then chains and sets no longer wanted
@@ -23,6 +33,9 @@ then elements deleted and added; then chains and sets no longer wanted
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
@@ -51,8 +64,28 @@ class SetSpec:
 
 @dataclass(frozen=True)
 class Chain:
-    rules: tuple[str, ...] = ()
+    rules: tuple[str, ...] = ()  # rule texts, or "#<id>" as read back over netlink
     hook: str = ""  # "type nat hook prerouting priority -100; policy accept;" for base chains
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def rule_id(rule: str) -> str:
+    """The id a rule carries in its comment: ``#`` and 10 characters of the
+    hash of its text (a rule read back as ``#id`` is its own id). Memoized
+    (bounded: 262,144 rules, ~60 MB at most): a full sync compares every
+    rule of the table, the same texts each time."""
+    if rule.startswith("#"):
+        return rule
+    return "#" + base64.b32encode(hashlib.sha1(rule.encode()).digest())[:10].decode().lower()
+
+
+def commented(rule: str) -> str:
+    """The rule as sent to nft: with its id as a comment."""
+    return f'{rule} comment "{rule_id(rule)[1:]}"'
+
+
+def _same_rules(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return a == b or (len(a) == len(b) and all(x == y or rule_id(x) == rule_id(y) for x, y in zip(a, b)))
 
 
 @dataclass
@@ -158,7 +191,7 @@ def plan(have: Table, want: Table, names: Names = EVERYTHING) -> list[Op]:
         if h is None:
             new_chains.append(AddChain(name, w.hook))
             rewrites += [AddRule(name, r) for r in w.rules]
-        elif h.rules != w.rules:
+        elif not _same_rules(h.rules, w.rules):
             rewrites.append(FlushChain(name))
             rewrites += [AddRule(name, r) for r in w.rules]
 
@@ -243,7 +276,7 @@ def render(ops: Iterable[Op], create_table: bool = True) -> str:
             if op.hook:
                 hooks[op.name] = op.hook
         elif kind is AddRule:
-            block.setdefault(op.chain, []).append(op.rule)
+            block.setdefault(op.chain, []).append(commented(op.rule))
         elif kind is AddSet or kind is FlushChain or (kind is DeleteSet and not block):
             head.append(op)
         else:
@@ -266,7 +299,7 @@ def _commands(t: str, ops: Iterable[Op]) -> list[str]:
     for op in ops:
         kind = type(op)
         if kind is AddRule:
-            lines.append(f"add rule {t} {op.chain} {op.rule}")
+            lines.append(f"add rule {t} {op.chain} {commented(op.rule)}")
         elif kind is AddElements or kind is DeleteElements:
             verb = "add" if kind is AddElements else "delete"
             items = ([f"{k} : {v}" if v else k for k, v in op.items] if kind is AddElements else list(op.keys))
@@ -339,7 +372,7 @@ def parse(text: str) -> Table:
                 if body.startswith("type ") and " hook " in body:
                     hook = body
                 elif body:
-                    rules.append(body)
+                    rules.append(body.rsplit(' comment "', 1)[0])
             table.chains[name] = Chain(tuple(rules), hook)
         elif (line.startswith("set ") or line.startswith("map ")) and line.endswith("{"):
             name = line.split()[1]

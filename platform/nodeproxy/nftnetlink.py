@@ -33,13 +33,16 @@ import time
 from typing import Sequence
 
 from .kernel import KernelError
-from .netlink import NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_REQUEST, NLMSG_ERROR, NETLINK_NETFILTER, attr
+from .netlink import (NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_REQUEST, NLMSG_ERROR, NETLINK_NETFILTER,
+                      NetlinkError, NetlinkSocket, attr, get_str, iter_attrs, parse_attrs)
 from .nftkernel import NftCli
-from .nftmodel import (TABLE, AddChain, AddElements, AddRule, DeleteChain, DeleteElements, FlushChain, Op)
+from .nftmodel import (TABLE, AddChain, AddElements, AddRule, Chain, DeleteChain, DeleteElements, FlushChain, Op,
+                       SetSpec, Table, rule_id)
 
 _SUBSYS = 10 << 8  # NFNL_SUBSYS_NFTABLES
 _BATCH_BEGIN, _BATCH_END = 0x10, 0x11
 _NEWCHAIN, _DELCHAIN, _NEWRULE, _DELRULE, _NEWSETELEM, _DELSETELEM = 3, 5, 6, 8, 12, 14
+_GETTABLE, _GETCHAIN, _GETRULE, _GETSET, _GETSETELEM = 1, 4, 7, 10, 13
 _NFPROTO_INET, _NFPROTO_IPV4, _NFPROTO_IPV6 = 1, 2, 10
 _REG_VERDICT, _REG_1, _REG_2 = 0, 1, 2
 _PROTO = {"tcp": 6, "udp": 17, "sctp": 132}
@@ -210,6 +213,20 @@ class NftNetlink(NftCli):
         self._send(messages)
         self.netlink_transactions += 1
 
+    def read(self) -> Table | None:
+        """Our table over netlink: chains with their rules' ids (from their
+        comments; a rule without one reads as a unique id, so its chain is
+        rewritten), sets, and the elements of the non-dynamic ones decoded
+        to the text nftrules writes. Anything it cannot decode reads as
+        something we never want, so the plan replaces it."""
+        sock = NetlinkSocket(NETLINK_NETFILTER)
+        try:
+            return _read(sock)
+        except NetlinkError as err:
+            raise KernelError(f"reading table {TABLE} over netlink: {err}", err.errno) from err
+        finally:
+            sock.close()
+
     def _socket(self) -> socket.socket:
         if self._sock is None:
             s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
@@ -259,6 +276,24 @@ class NftNetlink(NftCli):
             raise KernelError(f"nftables netlink batch failed at {messages[index][0]}: {os.strerror(code)}", code)
 
 
+def _comment(rule: str) -> bytes:
+    """NFTA_RULE_USERDATA as nft writes a comment (NFTNL_UDATA_RULE_COMMENT:
+    type 0, length, NUL-terminated text): the rule's id, see nftmodel."""
+    text = rule_id(rule)[1:].encode() + b"\0"
+    return bytes([0, len(text)]) + text
+
+
+def _comment_of(userdata: bytes | memoryview | None) -> str | None:
+    data = bytes(userdata) if userdata is not None else b""
+    i = 0
+    while i + 2 <= len(data):
+        kind, length = data[i], data[i + 1]
+        if kind == 0:
+            return data[i + 2:i + 2 + length].split(b"\0", 1)[0].decode(errors="replace")
+        i += 2 + length
+    return None
+
+
 def _table_chain(chain: str) -> bytes:
     return _str(1, TABLE) + _str(3, chain)  # NFTA_CHAIN_TABLE, NFTA_CHAIN_NAME
 
@@ -268,7 +303,7 @@ def _messages(op: Op) -> list[tuple[int, int, bytes]]:
     if kind is AddRule:
         exprs = encode_rule(op.rule)
         return [(_NEWRULE, NLM_F_CREATE | 0x800,  # NLM_F_APPEND
-                 _str(1, TABLE) + _str(2, op.chain) + _nest(4, exprs))]
+                 _str(1, TABLE) + _str(2, op.chain) + _nest(4, exprs) + attr(7, _comment(op.rule)))]
     if kind is AddElements or kind is DeleteElements:
         elems = []
         items = op.items if kind is AddElements else [(k, "") for k in op.keys]
@@ -295,3 +330,155 @@ def _messages(op: Op) -> list[tuple[int, int, bytes]]:
     if kind is DeleteChain:
         return [(_DELCHAIN, 0, _table_chain(op.name))]
     raise Unencodable(type(op).__name__)
+
+
+# -- reading the table back ---------------------------------------------------------
+
+_TYPE_NAMES = {7: "ipv4_addr", 8: "ipv6_addr", 12: "inet_proto", 13: "inet_service"}
+_TYPE_SIZES = {"ipv4_addr": 4, "ipv6_addr": 16, "inet_proto": 1, "inet_service": 2}
+_PROTO_NAMES = {v: k for k, v in _PROTO.items()}
+_SET_MAP, _SET_TIMEOUT, _SET_EVAL, _SET_ANONYMOUS = 0x8, 0x10, 0x20, 0x1
+_VERDICT_TYPE = 0xFFFFFF00  # NFT_DATA_VERDICT
+
+
+def _nfgen() -> bytes:
+    return struct.pack("!BBH", _NFPROTO_INET, 0, 0)
+
+
+def _dump(sock: NetlinkSocket, kind: int, attrs: bytes = b"") -> list[dict[int, memoryview]]:
+    return [parse_attrs(body, 4) for body in sock.dump(_SUBSYS | kind, _nfgen() + attrs)]
+
+
+def _be(v: memoryview) -> int:
+    return int.from_bytes(bytes(v), "big")
+
+
+def _set_type(code: int) -> str:
+    """nft's key type number -> our type text (concatenations: 6 bits per part)."""
+    parts = []
+    while code:
+        parts.append(_TYPE_NAMES.get(code & 0x3F, f"type{code & 0x3F}"))
+        code >>= 6
+    return " . ".join(reversed(parts))
+
+
+_NLA = struct.Struct("=HH")
+
+
+def _attrs_of(data: bytes, offset: int, end: int, wanted: tuple[int, ...]) -> list[bytes | None]:
+    """The payloads of the ``wanted`` attribute types in ``data[offset:end]``
+    (None when absent). A loop of its own rather than ``parse_attrs``: the
+    full read walks ~200,000 attributes at 10,000 Services."""
+    found: list[bytes | None] = [None] * len(wanted)
+    unpack = _NLA.unpack_from
+    while offset + 4 <= end:
+        length, kind = unpack(data, offset)
+        if length < 4:
+            break
+        kind &= 0x3FFF
+        if kind in wanted:
+            found[wanted.index(kind)] = data[offset + 4:offset + length]
+        offset += (length + 3) & ~3
+    return found
+
+
+def _key_decoder(set_type: str):
+    """bytes -> key text for one set type (built once per set)."""
+    parts = set_type.split(" . ")
+    steps = []
+    offset = 0
+    for part in parts:
+        size = _TYPE_SIZES.get(part)
+        if size is None:
+            raise Unencodable(set_type)
+        steps.append((part, offset, size))
+        offset += size + (-size % 4 if len(parts) > 1 else 0)
+    ntop, v4, v6 = socket.inet_ntop, socket.AF_INET, socket.AF_INET6
+
+    def decode(data: bytes) -> str:
+        out = []
+        for part, at, size in steps:
+            raw = data[at:at + size]
+            if part == "ipv4_addr":
+                out.append(ntop(v4, raw))
+            elif part == "ipv6_addr":
+                out.append(ntop(v6, raw))
+            elif part == "inet_proto":
+                out.append(_PROTO_NAMES.get(raw[0], str(raw[0])))
+            else:
+                out.append(str(int.from_bytes(raw, "big")))
+        return " . ".join(out)
+    return decode
+
+
+def _decode_verdict(data: bytes) -> str:
+    (inner,) = _attrs_of(data, 0, len(data), (2,))  # NFTA_DATA_VERDICT
+    code_raw, chain = _attrs_of(inner or b"", 0, len(inner or b""), (1, 2))
+    code = struct.unpack("!i", code_raw)[0] if code_raw else None
+    if code in (_GOTO, _JUMP) and chain:
+        name = chain.split(b"\0", 1)[0].decode()
+        return f"{'goto' if code == _GOTO else 'jump'} {name}"
+    return {0: "drop", 1: "accept", -5: "return"}.get(code, f"verdict{code}")
+
+
+def _read(sock: NetlinkSocket) -> Table | None:
+    if not any(get_str(t[1]) == TABLE for t in _dump(sock, _GETTABLE) if 1 in t):
+        return None
+    table = Table()
+    for c in _dump(sock, _GETCHAIN):
+        if get_str(c.get(1, b"")) == TABLE and 3 in c:  # NFTA_CHAIN_TABLE, _NAME
+            table.chains[get_str(c[3])] = Chain((), "(base chain)" if 4 in c else "")  # NFTA_CHAIN_HOOK
+    rules: dict[str, list[str]] = {}
+    table_name = TABLE.encode()
+    for body in sock.dump(_SUBSYS | _GETRULE, _nfgen() + _str(1, TABLE)):
+        data = bytes(body)
+        tname, chain, handle, userdata = _attrs_of(data, 4, len(data), (1, 2, 3, 7))
+        if tname is None or chain is None or tname.split(b"\0", 1)[0] != table_name:
+            continue
+        comment = _comment_of(userdata)
+        rules.setdefault(chain.split(b"\0", 1)[0].decode(), []).append(
+            f"#{comment}" if comment else f"#?{int.from_bytes(handle or b'', 'big')}")
+    for name, ids in rules.items():
+        if name in table.chains:
+            table.chains[name] = Chain(tuple(ids), table.chains[name].hook)
+    for st in _dump(sock, _GETSET, _str(1, TABLE)):
+        flags = _be(st[3]) if 3 in st else 0
+        if get_str(st.get(1, b"")) != TABLE or flags & _SET_ANONYMOUS:
+            continue
+        name = get_str(st[2])
+        set_type = _set_type(_be(st[4]) if 4 in st else 0)
+        verdict = bool(flags & _SET_MAP) and 6 in st and _be(st[6]) == _VERDICT_TYPE
+        dynamic = bool(flags & _SET_EVAL)
+        timeout = _be(st[11]) // 1000 if 11 in st else 0
+        table.sets[name] = SetSpec(name, set_type, verdict,
+                                   "dynamic,timeout" if dynamic and flags & _SET_TIMEOUT else "", timeout)
+        elements: dict[str, str] = {}
+        table.elements[name] = elements
+        if dynamic:
+            continue  # filled by packets (affinity), not by us
+        try:
+            decode = _key_decoder(set_type)
+        except Unencodable:
+            decode = bytes.hex  # a set of a type we never make: its elements read as unwanted
+        verdicts: dict[bytes, str] = {}  # the same few verdicts, decoded once
+        for body in sock.dump(_SUBSYS | _GETSETELEM, _nfgen() + _str(1, TABLE) + _str(2, name)):
+            data = bytes(body)
+            (elems,) = _attrs_of(data, 4, len(data), (3,))  # NFTA_SET_ELEM_LIST_ELEMENTS
+            for _kind, elem in iter_attrs(elems or b""):
+                elem = bytes(elem)
+                key_nest, data_nest = _attrs_of(elem, 0, len(elem), (1, 2))
+                if key_nest is None:
+                    continue
+                (key_data,) = _attrs_of(key_nest, 0, len(key_nest), (1,))
+                try:
+                    key = decode(key_data or b"")
+                except (ValueError, IndexError):
+                    key = f"?{(key_data or b'').hex()}"
+                if data_nest is None:
+                    elements[key] = ""
+                else:
+                    value = verdicts.get(data_nest)
+                    if value is None:
+                        value = verdicts[data_nest] = _decode_verdict(data_nest)
+                    elements[key] = value
+    return table

@@ -64,7 +64,7 @@ from .graceful import DEFAULT_TIMEOUT, GracefulTerminationManager, clear_conntra
 from .health import ProxierHealth, node_eligible
 from .kernel import DUMMY_LINK, UDP, Exists, Kernel, KernelError, NotFound, Op, RealServer, VirtualServer
 from .metrics import Metrics
-from .translate import EMPTY, Options, ServicePort, ServiceState, SliceInfo, is_ip, service_state
+from .translate import EMPTY, Options, ServicePort, ServiceState, SliceInfo, canonical, is_ip, service_state
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class SyncResult:
 def node_addresses(node: dict | None) -> tuple[str, ...]:
     """InternalIP and ExternalIP addresses of a Node (both families), sorted."""
     addrs = ((node or {}).get("status") or {}).get("addresses") or ()
-    return tuple(sorted({a["address"] for a in addrs
+    return tuple(sorted({canonical(a["address"]) for a in addrs
                          if a.get("type") in ("InternalIP", "ExternalIP") and is_ip(a.get("address"))}))
 
 

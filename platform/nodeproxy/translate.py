@@ -114,6 +114,13 @@ def is_ip(value: object) -> bool:
     return _is_ipv4(value) or _is_ipv6(value)
 
 
+def canonical(address: str) -> str:
+    """IPv6 addresses in their one canonical text (RFC 5952, as the kernel
+    and nft print them); IPv4 ones as they are (``inet_pton`` accepts only
+    the canonical dotted quad)."""
+    return str(ipaddress.IPv6Address(address)) if ":" in address else address
+
+
 def family_of(address: str) -> int:
     """4 or 6 (for addresses that passed :func:`is_ip`)."""
     return 6 if ":" in address else 4
@@ -140,16 +147,16 @@ def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     if svc_type == "ExternalName":
         return ()
     ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
-    cluster_ips = tuple(ip for ip in ips if is_ip(ip))
+    cluster_ips = tuple(canonical(ip) for ip in ips if is_ip(ip))
     if not cluster_ips:
         return ()  # headless ("None")
-    external_ips = tuple(sorted({ip for ip in spec.get("externalIPs") or () if is_ip(ip)}))
+    external_ips = tuple(sorted({canonical(ip) for ip in spec.get("externalIPs") or () if is_ip(ip)}))
     lb_ips: tuple[str, ...] = ()
     if svc_type == "LoadBalancer":
         ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ()
         # ipMode Proxy means the load balancer delivers to the node, not to the
         # IP: kube-proxy does not bind such IPs (KEP-1860).
-        lb_ips = tuple(sorted({i["ip"] for i in ingress
+        lb_ips = tuple(sorted({canonical(i["ip"]) for i in ingress
                                if is_ip(i.get("ip")) and i.get("ipMode", "VIP") != "Proxy"}))
     source_ranges = tuple(sorted({r.strip() for r in spec.get("loadBalancerSourceRanges") or ()
                                   if isinstance(r, str) and _is_cidr(r.strip())}))
@@ -223,6 +230,8 @@ def parse_slice(obj: dict | None) -> SliceInfo | None:
         terminating = bool(cond.get("terminating"))
         for addr in ep.get("addresses") or ():
             if valid(addr):
+                if family == 6:
+                    addr = canonical(addr)
                 eps.append(_new(SliceEndpoint, (addr, ready, serving, terminating, ep.get("nodeName") or "")))
     return SliceInfo(f"{meta.get('namespace')}/{svc_name}", ports, tuple(sorted(eps, key=_ADDRESS)), family)
 

@@ -103,3 +103,38 @@ def test_unknown_rule_shapes_are_left_to_nft():
         encode_rule("ip saddr != { 1.2.3.0/24, 5.6.7.8 } drop")
     with pytest.raises(Unencodable):
         encode_rule("ip daddr . meta l4proto . th dport vmap @service-ips4")
+
+
+def test_the_netlink_reader_sees_what_nft_lists_and_the_drift(ns):
+    from platformd.nodeproxy.nftkernel import NftCli
+    from platformd.nodeproxy.nftmodel import rule_id
+    from tests.nodeproxy_realkernel.netns import sh
+    kernel = NftNetlink()
+    p = _proxier(kernel)
+    svc = service("web", "10.96.0.10", ports=((80, "TCP", 30080),), type="NodePort", sessionAffinity="ClientIP")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96:0:0::10"]  # not in canonical form
+    v6 = endpoint_slice("web", ["fd00:244:0::1"], name="web-6")
+    v6["addressType"] = "IPv6"
+    p.on_service(None, svc)
+    p.on_slice(None, endpoint_slice("web", ["10.1.0.1", "10.1.0.2"]))
+    p.on_slice(None, v6)
+    p.on_service(None, service("empty", "10.96.0.30"))
+    p.sync()
+    want = p._table.table  # noqa: SLF001
+    fast, slow = kernel.read(), NftCli().read()
+    assert plan(fast, want, EVERYTHING) == [] and plan(slow, want, EVERYTHING) == []
+    assert fast.elements == {n: e for n, e in slow.elements.items() if not n.startswith("affinity-")} | {
+        n: {} for n in slow.elements if n.startswith("affinity-")}
+    assert {n: tuple(map(rule_id, c.rules)) for n, c in fast.chains.items()} == {
+        n: tuple(map(rule_id, c.rules)) for n, c in slow.chains.items()}
+    assert "fd00:96::10 . tcp . 80" in fast.elements["service-ips6"]
+
+    svc_chain = fast.elements["service-ips4"]["10.96.0.10 . tcp . 80"].split()[1]
+    sh("nft", "flush", "chain", "inet", "platform-nodeproxy", svc_chain)
+    sh("nft", "delete", "element", "inet", "platform-nodeproxy", "no-endpoint-services4", "{ 10.96.0.30 . tcp . 80 }")
+    sh("nft", "add", "rule", "inet", "platform-nodeproxy", "reject-chain", "counter")
+    ops = plan(kernel.read(), want, EVERYTHING)
+    repaired = {getattr(op, "name", None) or getattr(op, "chain", None) or getattr(op, "set", None) for op in ops}
+    assert repaired == {svc_chain, "no-endpoint-services4", "reject-chain"}
+    kernel.transact(ops)
+    assert plan(kernel.read(), want, EVERYTHING) == []
