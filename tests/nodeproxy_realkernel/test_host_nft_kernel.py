@@ -66,3 +66,18 @@ def test_what_we_write_reads_back_unchanged(ns, masquerade_all):
     p.sync()
     assert p.last_result.full and p.last_transaction_size == 0
     assert kernel.delete_table() and kernel.read() is None
+
+
+def test_a_transaction_failing_at_its_last_line_leaves_the_previous_rules(ns):
+    from platformd.nodeproxy.kernel import KernelError
+    from platformd.nodeproxy.nftmodel import AddChain, AddRule, DeleteChain, FlushChain
+    kernel = NftCli()
+    p = NftProxier(kernel, ProxierOptions(hostname="node-a", sync_period=30), FakeClock())
+    _feed(p)
+    p.sync()
+    before = kernel.read()
+    chain = next(n for n in before.chains if n.startswith("service-"))
+    with pytest.raises(KernelError):
+        kernel.transact([FlushChain(chain), AddChain("new-one"), AddRule("new-one", "drop"),
+                         DeleteChain("no-such-chain")])
+    assert kernel.read() == before
