@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .nftmodel import Chain, SetSpec, Table
-from .translate import Endpoint, ServicePort, SliceInfo, endpoints_for, family_of, select_endpoints
+from .translate import Endpoint, ServicePort, SliceInfo, endpoints_for, family_of, select_endpoints, usable
 
 MASQ_MARK = "0x00004000"
 REJECT_CHAIN = "reject-chain"
@@ -252,12 +252,15 @@ class _Builder:
         ext_chain = f"external-{h}-{pid}"
         add = self.elements.add
 
+        # No endpoint at all: refused at once (ICMP). Endpoints, but none on
+        # this node for internalTrafficPolicy Local: dropped, as kube-proxy does.
+        no_endpoint = "drop" if usable(eps) else f"goto {REJECT_CHAIN}"
         for ip in cluster_ips:
             add((f"cluster-ips{f}", ip, ""))
             if cluster_eps:
                 add((f"service-ips{f}", f"{ip} . {proto} . {sp.port}", f"goto {svc_chain}"))
             else:
-                add((f"no-endpoint-services{f}", f"{ip} . {proto} . {sp.port}", f"goto {REJECT_CHAIN}"))
+                add((f"no-endpoint-services{f}", f"{ip} . {proto} . {sp.port}", no_endpoint))
         if cluster_eps:
             self.chains[svc_chain] = Chain(tuple(self.dispatch(sp, family, cluster_eps)))
 

@@ -267,6 +267,11 @@ def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -
     return sorted(found.values())
 
 
+def usable(eps: list[Endpoint]) -> list[Endpoint]:
+    """Ready endpoints, else the serving-but-terminating ones."""
+    return _usable(eps)
+
+
 def _usable(eps: list[Endpoint]) -> list[Endpoint]:
     ready = [e for e in eps if e.ready]
     return ready or [e for e in eps if e.serving and e.terminating]

@@ -348,3 +348,17 @@ def test_platformctl_shows_the_nftables_status():
     assert "mode:" in text and "nftables" in text and "services:" in text and "virtual servers" not in text
     lines = dict(line.split(":", 1) for line in text.splitlines() if line.startswith("  ") and ":" in line)
     assert lines["  services"].strip() == "1"
+
+
+def test_internal_local_without_local_endpoints_drops_and_without_any_rejects():
+    p, k = make()
+    p.on_service(None, service("loc", "10.96.0.40", internalTrafficPolicy="Local"))
+    p.on_slice(None, endpoint_slice("loc", [endpoint("10.1.0.2", node="node-b")]))
+    p.sync()
+    assert k.read().elements["no-endpoint-services4"]["10.96.0.40 . tcp . 80"] == "drop"
+    p.on_slice(endpoint_slice("loc", [endpoint("10.1.0.2", node="node-b")]), endpoint_slice("loc", []))
+    p.sync()
+    assert k.read().elements["no-endpoint-services4"]["10.96.0.40 . tcp . 80"] == "goto reject-chain"
+    p.on_slice(endpoint_slice("loc", []), endpoint_slice("loc", [endpoint("10.1.0.1", node="node-a")]))
+    p.sync()
+    assert "10.96.0.40 . tcp . 80" in k.read().elements["service-ips4"]
