@@ -48,13 +48,16 @@ class SetSpec:
     """A named set (``verdict`` False) or map (``: verdict``)."""
 
     name: str
-    type: str  # e.g. "ipv4_addr . inet_proto . inet_service"
+    type: str  # e.g. "ipv4_addr . inet_proto . inet_service", or "typeof ..." (a whole typeof clause)
     verdict: bool = False  # a verdict map
     flags: str = ""  # e.g. "dynamic,timeout"
     timeout: int = 0  # seconds, for affinity sets
 
     def declaration(self) -> str:
-        parts = [f"type {self.type}{' : verdict' if self.verdict else ''};"]
+        if self.type.startswith("typeof "):
+            parts = [f"{self.type};"]
+        else:
+            parts = [f"type {self.type}{' : verdict' if self.verdict else ''};"]
         if self.flags:
             parts.append(f"flags {self.flags};")
         if self.timeout:
@@ -172,10 +175,11 @@ def plan(have: Table, want: Table, names: Names = EVERYTHING) -> list[Op]:
             new_sets.append(AddSet(w))
         elif w is None and h is not None:
             doomed_sets.append(name)
-        elif w is not None and h != w:
-            # A set's type or timeout cannot change in place; affinity sets
-            # only hold soft state, so delete and re-create it. Its elements
-            # go with it.
+        elif w is not None and (h.flags, h.timeout) != (w.flags, w.timeout):
+            # A set's timeout cannot change in place; affinity sets only
+            # hold soft state, so delete and re-create it (its elements go
+            # with it). Types are not compared: a set's name says its type
+            # (nftrules), and reading types back would need nft's type ids.
             doomed_sets.append(name)
             new_sets.append(AddSet(w))
 
@@ -312,7 +316,7 @@ def _commands(t: str, ops: Iterable[Op]) -> list[str]:
         elif kind is DeleteChain:
             lines.append(f"delete chain {t} {op.name}")
         elif kind is AddSet:
-            what = "map" if op.spec.verdict else "set"
+            what = "map" if op.spec.verdict or " : " in op.spec.type else "set"
             lines.append(f"add {what} {t} {op.spec.name} {op.spec.declaration()}")
         elif kind is DeleteSet:
             lines.append(f"delete set {t} {op.name}")
@@ -372,7 +376,10 @@ def parse(text: str) -> Table:
                 if body.startswith("type ") and " hook " in body:
                     hook = body
                 elif body:
-                    rules.append(body.rsplit(' comment "', 1)[0])
+                    # Our rules carry their id as a comment: read as "#id",
+                    # which plan compares with the id of the text we meant.
+                    text, sep, comment = body.rpartition(' comment "')
+                    rules.append(f"#{comment.rstrip(chr(34))}" if sep else body)
             table.chains[name] = Chain(tuple(rules), hook)
         elif (line.startswith("set ") or line.startswith("map ")) and line.endswith("{"):
             name = line.split()[1]
@@ -382,7 +389,9 @@ def parse(text: str) -> Table:
                 body = body.strip()
                 if body == "}":
                     break
-                if body.startswith("type "):
+                if body.startswith("typeof "):
+                    set_type = body
+                elif body.startswith("type "):
                     set_type = body[5:]
                     if set_type.endswith(" : verdict"):
                         set_type, verdict = set_type[:-len(" : verdict")], True

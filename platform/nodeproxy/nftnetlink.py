@@ -145,9 +145,31 @@ def _action(text: str) -> bytes:
     return _verdict(text)
 
 
+_SLOT_DNAT = re.compile(r"meta l4proto (tcp|udp|sctp) dnat (ip|ip6) addr \. port to (?:ip|ip6) daddr \. "
+                        r"(?:tcp|udp|sctp) dport \. numgen random mod (\d+) map @(\S+)$")
+
+
+def _slot_dnat(proto: str, kw: str, modulus: int, set_name: str) -> bytes:
+    """``dnat to daddr . dport . numgen random mod N map @slots``, with the
+    registers nft itself uses (``nft --debug=netlink``): the key is built in
+    the 32-bit registers from NFT_REG_1 on, the endpoint comes back there."""
+    six = kw == "ip6"
+    port_reg, slot_reg = (_REG_2, 13) if six else (9, 10)  # NFT_REG_2 = reg32 #4; NFT_REG32_01/_02/_05
+    payload = _expr("payload", _be32(1, _REG_1), _be32(2, 1), _be32(3, 24 if six else 16), _be32(4, 16 if six else 4))
+    dport = _expr("payload", _be32(1, port_reg), _be32(2, 2), _be32(3, 2), _be32(4, 2))
+    return (_meta(16) + _cmp(bytes([_PROTO[proto]])) + _family_check(6 if six else 4) + payload + dport
+            + _expr("numgen", _be32(1, slot_reg), _be32(2, modulus), _be32(3, 1), _be32(4, 0))
+            + _expr("lookup", _str(1, set_name), _be32(2, _REG_1), _be32(3, _REG_1))
+            + _expr("nat", _be32(1, 1), _be32(2, _NFPROTO_IPV6 if six else _NFPROTO_IPV4),
+                    _be32(3, _REG_1), _be32(5, port_reg)))
+
+
 def encode_rule(rule: str) -> bytes:
     """The NFTA_RULE_EXPRESSIONS of one rule nftrules writes in a Service's
     chains. Raises :class:`Unencodable` for any other."""
+    m = _SLOT_DNAT.match(rule)
+    if m:
+        return _slot_dnat(m.group(1), m.group(2), int(m.group(3)), m.group(4))
     m = _NUMGEN.match(rule)
     if m:
         return (_expr("numgen", _be32(1, _REG_1), _be32(2, int(m.group(1))), _be32(3, 1), _be32(4, 0))
@@ -171,6 +193,27 @@ def encode_rule(rule: str) -> bytes:
         kw, negated, cidr, rest = m.groups()
         return _addr_match(6 if kw == "ip6" else 4, cidr, 1 if negated else 0) + _verdict(rest)
     return _action(rule)
+
+
+def _is_slot_map(name: str) -> bool:
+    """``endpoints-*`` and ``local-endpoints-*``: (address . port . slot) ->
+    (address . port), the slot being numgen's 32-bit value in host order."""
+    return name.startswith("endpoints-") or name.startswith("local-endpoints-")
+
+
+def _pad4(raw: bytes) -> bytes:
+    return raw + bytes(-len(raw) % 4)
+
+
+def encode_slot_key(text: str) -> bytes:
+    address, port, slot = text.split(" . ")
+    return (_pad4(ipaddress.ip_address(address).packed) + _pad4(struct.pack("!H", int(port)))
+            + struct.pack("=I", int(slot)))
+
+
+def encode_endpoint(text: str) -> bytes:
+    address, port = text.split(" . ")
+    return _pad4(ipaddress.ip_address(address).packed) + _pad4(struct.pack("!H", int(port)))
 
 
 def encode_key(text: str) -> bytes:
@@ -307,9 +350,15 @@ def _messages(op: Op) -> list[tuple[int, int, bytes]]:
     if kind is AddElements or kind is DeleteElements:
         elems = []
         items = op.items if kind is AddElements else [(k, "") for k in op.keys]
+        slot_map = _is_slot_map(op.set)
         for key, value in items:
-            inner = _value(1, encode_key(key))  # NFTA_SET_ELEM_KEY
-            if value:
+            try:
+                inner = _value(1, encode_slot_key(key) if slot_map else encode_key(key))  # NFTA_SET_ELEM_KEY
+            except ValueError:
+                raise Unencodable(key) from None
+            if value and slot_map:
+                inner += _value(2, encode_endpoint(value))  # NFTA_SET_ELEM_DATA
+            elif value:
                 words = value.split()
                 if len(words) == 2:
                     inner += _verdict_data(2, _GOTO if words[0] == "goto" else _JUMP, words[1])
@@ -411,6 +460,21 @@ def _key_decoder(set_type: str):
     return decode
 
 
+def _ntop(raw: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET6 if len(raw) == 16 else socket.AF_INET, raw)
+
+
+def _decode_slot_key(data: bytes) -> str:
+    size = 16 if len(data) == 24 else 4
+    return (f"{_ntop(data[:size])} . {int.from_bytes(data[size:size + 2], 'big')} . "
+            f"{struct.unpack_from('=I', data, size + 4)[0]}")
+
+
+def _decode_endpoint(data: bytes) -> str:
+    size = 16 if len(data) == 20 else 4
+    return f"{_ntop(data[:size])} . {int.from_bytes(data[size:size + 2], 'big')}"
+
+
 def _decode_verdict(data: bytes) -> str:
     (inner,) = _attrs_of(data, 0, len(data), (2,))  # NFTA_DATA_VERDICT
     code_raw, chain = _attrs_of(inner or b"", 0, len(inner or b""), (1, 2))
@@ -456,8 +520,9 @@ def _read(sock: NetlinkSocket) -> Table | None:
         table.elements[name] = elements
         if dynamic:
             continue  # filled by packets (affinity), not by us
+        slot_map = _is_slot_map(name)
         try:
-            decode = _key_decoder(set_type)
+            decode = _decode_slot_key if slot_map else _key_decoder(set_type)
         except Unencodable:
             decode = bytes.hex  # a set of a type we never make: its elements read as unwanted
         verdicts: dict[bytes, str] = {}  # the same few verdicts, decoded once
@@ -476,6 +541,9 @@ def _read(sock: NetlinkSocket) -> Table | None:
                     key = f"?{(key_data or b'').hex()}"
                 if data_nest is None:
                     elements[key] = ""
+                elif slot_map:
+                    (value_raw,) = _attrs_of(data_nest, 0, len(data_nest), (1,))
+                    elements[key] = _decode_endpoint(value_raw or b"")
                 else:
                     value = verdicts.get(data_nest)
                     if value is None:

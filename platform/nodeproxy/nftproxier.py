@@ -111,7 +111,7 @@ class NftProxier(Proxier):
             ports = self._ports.get(svc)
             if ports:
                 slices = self._slices_by_service.get(svc, {})
-                new = service_rules(ports, [slices[k] for k in sorted(slices)], opts)
+                new = service_rules(ports, [slices[k] for k in sorted(slices)], opts, self._table.get(svc))
             else:
                 new = EMPTY
             old = self._table.set(svc, new, touched)

@@ -24,6 +24,11 @@ def make(**opts) -> tuple[NftProxier, FakeNft]:
     return NftProxier(kernel, o, FakeClock()), kernel
 
 
+def slots(table: Table, kind: str = "endpoints-tcp4") -> dict[str, str]:
+    """The elements of every shard of one kind of slot map, merged."""
+    return {k: v for name, elems in table.elements.items() if name.startswith(kind + "-") for k, v in elems.items()}
+
+
 def chain_of(table: Table, prefix: str, service: str) -> tuple[str, Chain]:
     found = [(n, c) for n, c in table.chains.items() if n.startswith(prefix) and f"-{service}/" in n]
     assert len(found) == 1, found
@@ -40,9 +45,11 @@ def test_initial_sync_dispatches_cluster_ip_to_endpoints_and_a_second_sync_chang
     name, chain = chain_of(t, "service-", "default/web")
     assert value == f"goto {name}"
     assert "ip daddr @cluster-ips4 ip saddr != 10.244.0.0/16 jump mark-for-masquerade" in t.chains["services"].rules
+    slot_map = chain.rules[0].rsplit("@", 1)[1]
+    assert slot_map.startswith("endpoints-tcp4-")
     assert chain.rules == (
-        "numgen random mod 2 0 meta l4proto tcp dnat ip to 10.1.0.1:8080",
-        "meta l4proto tcp dnat ip to 10.1.0.2:8080")
+        "meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 2 map @" + slot_map,)
+    assert slots(t) == {"10.96.0.10 . 80 . 0": "10.1.0.1 . 8080", "10.96.0.10 . 80 . 1": "10.1.0.2 . 8080"}
     assert "10.1.0.1 . 10.1.0.1" in t.elements["hairpin4"]
     assert t.elements["nodeport-ips4"] == {NODE_IP: ""} and t.elements["nodeport-ips6"] == {"fd00:1::10": ""}
     transactions = len(k.transactions)
@@ -83,9 +90,10 @@ def test_one_endpoint_change_is_one_small_transaction_whatever_the_number_of_ser
     p.on_slice(old, endpoint_slice("s3", ["10.1.0.4", "10.3.0.4"]))
     p.sync()
     ops = k.transactions[-1]
-    # flush + 2 rules of one chain, one hairpin pair out and one in
-    assert size(ops) == 5, render(ops)
-    assert p.last_transaction_size == 5
+    # map elements only: the endpoint's slot and its hairpin pair, each out and in
+    assert size(ops) == 4, render(ops)
+    assert p.last_transaction_size == 4
+    assert all(type(op).__name__ in ("AddElements", "DeleteElements") for op in ops)
     assert not p.last_result.full
 
 
@@ -132,8 +140,7 @@ def test_failed_transaction_changes_nothing_and_the_next_sync_is_full():
     assert k.read() == before
     p.sync()
     assert p.last_result.full
-    _, chain = chain_of(k.table, "service-", "default/web")
-    assert chain.rules[-1] == "meta l4proto tcp dnat ip to 10.1.0.9:8080"
+    assert slots(k.table) == {"10.96.0.10 . 80 . 0": "10.1.0.9 . 8080"}
 
 
 def test_udp_conntrack_cleared_for_the_endpoint_that_went_and_after_no_endpoints():
@@ -166,7 +173,9 @@ def test_dual_stack_service_gets_both_families():
     assert "fd00:96::10 . tcp . 80" in t.elements["service-ips6"]
     assert "tcp . 30080" in t.elements["service-nodeports6"]
     six_chain = t.elements["service-ips6"]["fd00:96::10 . tcp . 80"][len("goto "):]
-    assert t.chains[six_chain].rules[-1] == "meta l4proto tcp dnat ip6 to [fd00:244::1]:8080"
+    assert t.chains[six_chain].rules[-1].rsplit("@", 1)[1].startswith("endpoints-tcp6-")
+    assert slots(t, "endpoints-tcp6") == {"fd00:96::10 . 80 . 0": "fd00:244::1 . 8080",
+                                        "fd00:1::10 . 30080 . 0": "fd00:244::1 . 8080"}  # node port on the node IPv6
     # no IPv6 cluster CIDR given: no masquerading rule for IPv6
     assert not any(r.startswith("ip6 daddr @cluster-ips6 ip6 saddr") for r in t.chains["services"].rules)
 
@@ -186,7 +195,14 @@ def test_local_external_policy_uses_local_endpoints_and_short_circuits_pods_and_
     assert chain.rules == (f"ip saddr 10.244.0.0/16 goto {svc_chain}",
                            "fib saddr type local jump mark-for-masquerade",
                            f"fib saddr type local goto {svc_chain}",
-                           "meta l4proto tcp dnat ip to 10.1.0.1:8080")
+                           "meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . "
+                           "numgen random mod 1 map @" + chain.rules[-1].rsplit("@", 1)[1])
+    assert chain.rules[-1].rsplit("@", 1)[1].startswith("local-endpoints-tcp4-")
+    # external destinations: local endpoints for the Local dispatch, all of
+    # them for pods and the node itself (through the Service's chain)
+    assert slots(t, "local-endpoints-tcp4") == {"192.0.2.5 . 80 . 0": "10.1.0.1 . 8080",
+                                              f"{NODE_IP} . 30081 . 0": "10.1.0.1 . 8080"}
+    assert slots(t)["192.0.2.5 . 80 . 1"] == "10.1.0.2 . 8080"
     assert t.elements["service-ips4"]["192.0.2.5 . tcp . 80"] == f"goto {ext}"
     fw, fw_chain = chain_of(t, "firewall-", "default/lb")
     assert t.elements["firewall-ips4"]["192.0.2.5 . tcp . 80"] == f"goto {fw}"
@@ -274,7 +290,7 @@ def test_dry_run_prints_one_nft_transaction_and_touches_nothing(tmp_path):
     text = out.getvalue()
     assert text.startswith("add table inet platform-nodeproxy\n")
     assert "add element inet platform-nodeproxy service-ips4 { 10.96.0.10 . tcp . 80 : goto service-" in text
-    assert "meta l4proto tcp dnat ip to 10.1.0.1:8080" in text
+    assert "{ 10.96.0.10 . 80 . 0 : 10.1.0.1 . 8080 }" in text
 
 
 def test_cleanup_deletes_our_table_only(tmp_path):
@@ -362,3 +378,11 @@ def test_internal_local_without_local_endpoints_drops_and_without_any_rejects():
     p.on_slice(endpoint_slice("loc", []), endpoint_slice("loc", [endpoint("10.1.0.1", node="node-a")]))
     p.sync()
     assert "10.96.0.40 . tcp . 80" in k.read().elements["service-ips4"]
+
+
+def test_endpoints_keep_their_slots():
+    from platformd.nodeproxy.nftrules import keep_slots
+    assert keep_slots((), ["a", "b", "c"]) == ["a", "b", "c"]
+    assert keep_slots(("a", "b", "c"), ["a", "c", "d"]) == ["a", "d", "c"]  # d takes b's slot
+    assert keep_slots(("a", "b", "c"), ["b", "c"]) == ["c", "b"]  # c moves into the free slot 0
+    assert keep_slots(("a", "b"), ["a", "b", "c"]) == ["a", "b", "c"]

@@ -138,3 +138,42 @@ def test_the_netlink_reader_sees_what_nft_lists_and_the_drift(ns):
     assert repaired == {svc_chain, "no-endpoint-services4", "reject-chain"}
     kernel.transact(ops)
     assert plan(kernel.read(), want, EVERYTHING) == []
+
+
+def test_rules_written_over_netlink_list_exactly_like_rules_written_by_nft(ns):
+    """Every Service-chain rule shape, written once by nft -f (the full sync)
+    and once more by our encoder into a copy of its chain: nft lists both
+    the same, so the kernel holds the same expressions."""
+    from platformd.nodeproxy.nftmodel import AddChain, AddRule
+    from tests.nodeproxy_realkernel.netns import sh
+    kernel = NftNetlink()
+    p = _proxier(kernel)
+    ports = ((8080, "TCP"), (5353, "UDP"))
+    names = ["p80", "p53"]
+    web = service("web", "10.96.0.10", ports=((80, "TCP", 30080), (53, "UDP")), type="LoadBalancer",
+                  externalTrafficPolicy="Local", loadBalancerSourceRanges=["203.0.113.0/24"],
+                  status={"loadBalancer": {"ingress": [{"ip": "192.0.2.5"}]}})
+    web["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    v6 = endpoint_slice("web", [endpoint("fd00:244::1", node="node-a"), "fd00:244::2"], ports=ports,
+                        name="web-6", port_names=names)
+    v6["addressType"] = "IPv6"
+    p.on_service(None, web)
+    p.on_slice(None, endpoint_slice("web", [endpoint("10.1.0.1", node="node-a"), "10.1.0.2"], ports=ports,
+                                    port_names=names))
+    p.on_slice(None, v6)
+    p.on_service(None, service("sticky", "10.96.0.40", sessionAffinity="ClientIP"))
+    p.on_slice(None, endpoint_slice("sticky", ["10.1.0.5", "10.1.0.6"]))
+    p.sync()
+    table = p._table.table  # noqa: SLF001
+    ours = [n for n in table.chains if "/" in n]  # the Services' chains (their names carry ns/name)
+    assert len(ours) >= 8
+    ops = []
+    for i, name in enumerate(ours):
+        ops += [AddChain(f"copy-{i}")] + [AddRule(f"copy-{i}", r) for r in table.chains[name].rules]
+    kernel.transact(ops)
+    assert kernel.netlink_transactions == 1  # every shape was encoded, none left to nft
+
+    def body(chain: str) -> list[str]:
+        return sh("nft", "list", "chain", "inet", "platform-nodeproxy", chain).splitlines()[2:-2]
+    for i, name in enumerate(ours):
+        assert body(f"copy-{i}") == body(name), name
