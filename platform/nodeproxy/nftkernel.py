@@ -12,16 +12,17 @@ bench/bench_nodeproxy.py):
 * Loading the whole table is one ``nft -f`` of ~60,000 lines: 1.6-2 s, half
   of it the kernel's own work; encoding the same in Python would not be
   faster, and nft's parser and checks are worth having there.
-* A one-endpoint change through ``nft -f`` costs 65-86 ms at 10,000
-  Services (16-18 ms at 1,000): before sending anything, nft reads every
-  chain and set of the table back to build its cache (any ``add rule`` or
-  ``add element`` does; an empty transaction costs 2-7 ms). libnftables
+* A one-endpoint change through ``nft -f`` costs 30-65 ms at 10,000
+  Services (16 ms at 1,000): before sending anything, nft reads every chain
+  and set of the table back to build its cache (any ``add rule`` or ``add
+  element`` does; an empty transaction costs 2-7 ms). libnftables
   in-process (tried through ctypes) refetches the same cache after each
-  commit and measured the same. Our own netlink batch skips that: 1.5 ms at
-  1,000, 15-45 ms at 10,000. What remains is the kernel's: any rule added
-  makes the commit validate the whole table's jump graph (one rule with one
-  ``cmp`` costs 15 ms at 10,000 Services and 1.3 ms at 1,000 on this kernel;
-  an element alone 0.02 ms). That is the floor under any change of rules.
+  commit and measured the same. Our own netlink batch skips that: the
+  same change (four map elements, see ``nftrules``) takes 0.2 ms at 1,000
+  Services and 0.9-3 ms at 10,000. What netlink cannot skip is the
+  kernel's own work when a rule changes (a new endpoint count): the commit
+  then validates the whole table's jump graph, 15 ms for one rule at 10,000
+  Services and 1.3 ms at 1,000 on this kernel; an element costs 0.02 ms.
 
 Every transaction is atomic (the kernel applies all of it or nothing), so a
 crash or an error midway leaves the previous rules in force.
