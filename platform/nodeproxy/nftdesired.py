@@ -71,14 +71,23 @@ class DesiredTable:
         if old.elements is not new.elements:
             for set_name, key, _value in old.elements - new.elements:
                 self._disown(owner, set_name, key, touched)
+            owners_of, elements, changed = self._owners, t.elements, touched.elements
             for set_name, key, value in new.elements - old.elements:
-                self._own(owner, set_name, key, value, touched)
+                owners = owners_of.get((set_name, key))
+                if owners is None:
+                    # The common case (every element of an initial sync): a
+                    # key nobody else claims, inlined (120,000 at 10,000 Services).
+                    owners_of[(set_name, key)] = {owner: value}
+                    elems = elements.get(set_name)
+                    if elems is None:
+                        elems = elements[set_name] = {}
+                    if elems.get(key) != value:
+                        elems[key] = value
+                        changed.add((set_name, key))
+                else:
+                    owners[owner] = value
+                    self._settle(set_name, key, owners, touched)
         return old
-
-    def _own(self, owner: str, set_name: str, key: str, value: str, touched: Touched) -> None:
-        owners = self._owners.setdefault((set_name, key), {})
-        owners[owner] = value
-        self._settle(set_name, key, owners, touched)
 
     def _disown(self, owner: str, set_name: str, key: str, touched: Touched) -> None:
         owners = self._owners.get((set_name, key))

@@ -163,10 +163,16 @@ def plan(have: Table, want: Table, names: Names = EVERYTHING) -> list[Op]:
     safe order (see the module docstring). Pure."""
     chains = names.chains if names.chains is not None else have.chains.keys() | want.chains.keys()
     sets = names.sets if names.sets is not None else have.sets.keys() | want.sets.keys()
+    # Element keys to look at, by set: a partial sync's few, or every key of
+    # both tables (per set, so a whole-table plan sorts strings, not tuples).
+    by_set: dict[str, set[str] | dict] = {}
     if names.elements is not None:
-        element_keys = names.elements
+        for set_name, key in names.elements:
+            by_set.setdefault(set_name, set()).add(key)
     else:
-        element_keys = {(s, k) for table in (have, want) for s, elems in table.elements.items() for k in elems}
+        for set_name in have.elements.keys() | want.elements.keys():
+            h_elems, w_elems = have.elements.get(set_name, {}), want.elements.get(set_name, {})
+            by_set[set_name] = h_elems.keys() | w_elems.keys() if h_elems else w_elems
 
     new_sets, doomed_sets = [], []
     for name in sorted(sets):
@@ -202,15 +208,25 @@ def plan(have: Table, want: Table, names: Names = EVERYTHING) -> list[Op]:
     recreated = {op.spec.name for op in new_sets if op.spec.name in have.sets}
     deletes: dict[str, list[str]] = {}
     adds: dict[str, list[tuple[str, str]]] = {}
-    for set_name, key in sorted(element_keys):
-        h = have.elements.get(set_name, {}).get(key) if set_name not in recreated else None
-        w = want.elements.get(set_name, {}).get(key) if set_name in want.sets else None
-        if h == w:
-            continue
-        if h is not None and set_name not in doomed_sets:
-            deletes.setdefault(set_name, []).append(key)
-        if w is not None:
-            adds.setdefault(set_name, []).append((key, w))
+    empty: dict[str, str] = {}
+    for set_name in sorted(by_set):
+        h_elems = have.elements.get(set_name, empty) if set_name not in recreated else empty
+        w_elems = want.elements.get(set_name, empty) if set_name in want.sets else empty
+        keep_deletes = set_name not in doomed_sets
+        dels: list[str] = []
+        news: list[tuple[str, str]] = []
+        for key in sorted(by_set[set_name]):
+            h, w = h_elems.get(key), w_elems.get(key)
+            if h == w:
+                continue
+            if h is not None and keep_deletes:
+                dels.append(key)
+            if w is not None:
+                news.append((key, w))
+        if dels:
+            deletes[set_name] = dels
+        if news:
+            adds[set_name] = news
 
     ops: list[Op] = [DeleteSet(n) for n in doomed_sets if n in recreated]
     ops += new_sets

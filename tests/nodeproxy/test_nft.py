@@ -386,3 +386,20 @@ def test_endpoints_keep_their_slots():
     assert keep_slots(("a", "b", "c"), ["a", "c", "d"]) == ["a", "d", "c"]  # d takes b's slot
     assert keep_slots(("a", "b", "c"), ["b", "c"]) == ["c", "b"]  # c moves into the free slot 0
     assert keep_slots(("a", "b"), ["a", "b", "c"]) == ["a", "b", "c"]
+
+
+def test_two_services_claiming_one_external_ip_the_first_key_wins_and_the_other_takes_over():
+    p, k = make()
+    a = service("a", "10.96.0.1", externalIPs=["198.51.100.1"])
+    b = service("b", "10.96.0.2", externalIPs=["198.51.100.1"])
+    for svc, ep in ((b, "10.1.0.2"), (a, "10.1.0.1")):  # event order must not matter
+        p.on_service(None, svc)
+        p.on_slice(None, endpoint_slice(svc["metadata"]["name"], [ep]))
+    p.sync()
+    ext_a, _ = chain_of(k.read(), "external-", "default/a")
+    assert k.read().elements["service-ips4"]["198.51.100.1 . tcp . 80"] == f"goto {ext_a}"
+    p.on_service(a, None)
+    p.sync()
+    ext_b, _ = chain_of(k.read(), "external-", "default/b")
+    assert k.read().elements["service-ips4"]["198.51.100.1 . tcp . 80"] == f"goto {ext_b}"
+    assert slots(k.read())["198.51.100.1 . 80 . 0"] == "10.1.0.2 . 8080"
