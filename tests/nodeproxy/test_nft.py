@@ -403,3 +403,60 @@ def test_two_services_claiming_one_external_ip_the_first_key_wins_and_the_other_
     ext_b, _ = chain_of(k.read(), "external-", "default/b")
     assert k.read().elements["service-ips4"]["198.51.100.1 . tcp . 80"] == f"goto {ext_b}"
     assert slots(k.read())["198.51.100.1 . 80 . 0"] == "10.1.0.2 . 8080"
+
+
+def test_nftables_mode_serves_healthz_status_and_metrics(tmp_path):
+    import json
+    import socket
+    import threading
+    import urllib.request
+
+    from platformd.nodeproxy.main import build_parser, run
+
+    from .test_e2e import write
+    write(tmp_path / "a.yaml", service("web", "10.96.0.10"), endpoint_slice("web", ["10.1.0.1"]))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = build_parser().parse_args(["--proxy-mode", "nftables", "--source", str(tmp_path), "--hostname", "n",
+                                      "--healthz-bind-address", f"127.0.0.1:{port}",
+                                      "--metrics-bind-address", f"127.0.0.1:{port}", "--min-sync-period", "0"])
+    kernel, stop = FakeNft(), threading.Event()
+    proxy = threading.Thread(target=run, args=(args, kernel, stop), daemon=True)
+    proxy.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def synced():
+            with urllib.request.urlopen(base + "/status", timeout=5) as r:
+                return json.loads(r.read()).get("services") == 1
+        deadline = __import__("time").monotonic() + 20
+        while not _quietly(synced):
+            assert __import__("time").monotonic() < deadline, "no sync within 20 s"
+            stop.wait(0.05)
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as r:
+            assert r.status == 200 and set(json.loads(r.read())) >= {"lastUpdated", "currentTime"}
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+            body = r.read()
+        assert b"kubeproxy_sync_proxy_rules_last_timestamp_seconds" in body
+        assert b"kubeproxy_sync_proxy_rules_duration_seconds_count" in body
+    finally:
+        stop.set()
+        proxy.join(10)
+    assert not proxy.is_alive()
+
+
+def _quietly(check) -> bool:
+    try:
+        return bool(check())
+    except OSError:
+        return False
+
+
+def test_terminating_endpoints_serve_when_no_endpoint_is_ready():
+    p, k = make()
+    p.on_service(None, service("web", "10.96.0.10"))
+    p.on_slice(None, endpoint_slice("web", [endpoint("10.1.0.1", ready=False, serving=True, terminating=True),
+                                            endpoint("10.1.0.2", ready=False, serving=False, terminating=True)]))
+    p.sync()
+    assert slots(k.read()) == {"10.96.0.10 . 80 . 0": "10.1.0.1 . 8080"}
