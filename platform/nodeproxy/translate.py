@@ -248,6 +248,7 @@ class Endpoint(NamedTuple):
     serving: bool = True
     terminating: bool = False
     local: bool = False
+    elsewhere: bool = False  # on another node by its nodeName (False when nodeName is unset)
 
 
 def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -> list[Endpoint]:
@@ -263,7 +264,8 @@ def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -
                 key = (address, port)
                 old = found.get(key)
                 if old is None or (ready and not old.ready):
-                    found[key] = _new(Endpoint, (address, port, ready, serving, terminating, node_name == hostname))
+                    found[key] = _new(Endpoint, (address, port, ready, serving, terminating,
+                                                 node_name == hostname, bool(node_name) and node_name != hostname))
     return sorted(found.values())
 
 
