@@ -8,12 +8,11 @@ that ``nft -f`` applies as one atomic transaction; looking only at the
 ``names`` it is given (a partial sync passes what changed), so its size
 follows the change, not the table.
 
-Rules are kept as the exact text ``nft list`` prints for them (hex marks as
-``0x00004000``, ``numgen random mod 2 0`` without ``==``...), so a table read
-back from the kernel compares equal to the one we applied; the real-kernel
-tests check that every rule shape we emit reads back unchanged. Base chains
-carry their hook line, which is compared by presence only (nft prints
-priorities by name, e.g. ``dstnat``).
+Rules are kept as the text we send; the kernel gets each with its id (see
+below), and a table read back compares by those ids, whatever nft's own
+printing of a rule (``dnat ip to ip daddr . tcp dport ...`` for what we
+wrote as ``meta l4proto tcp dnat ip addr . port to ...``). Base chains
+carry their hook line, which is compared by presence only.
 
 Every rule goes to the kernel with a comment holding its id (a hash of its
 text, :func:`rule_id`); a full sync can then read the table back over

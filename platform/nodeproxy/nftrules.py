@@ -34,7 +34,7 @@ measurement on this machine's kernel (6.18) with ``nft`` 1.0.6:
   rule in postrouting matching ``source . destination`` against the
   ``hairpin4|6`` set of endpoint pairs, instead of a rule per endpoint.
 
-Every rule is written as ``nft list`` prints it (see ``nftmodel``).
+Rules are compared by the id each carries as its comment (see ``nftmodel``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The nftables mode against this machine's kernel, without traffic: every
-rule shape we write reads back from ``nft`` exactly as we keep it, so a full
-sync of an unchanged table is an empty transaction (and drift is real drift)."""
+"""The nftables mode against this machine's kernel, without traffic: what we
+write reads back (through ``nft list``) as what we meant, so a full sync of
+an unchanged table is an empty transaction (and drift is real drift); every
+rule shape is accepted by the kernel and prints as expected."""
 
 from __future__ import annotations
 
