@@ -54,7 +54,18 @@ the "alongside" steps, but their time is then also inside the step that
 started them ("changes" for the fixed parts, "ipset members" for the
 addresses).
 
-Usage: python bench/bench_nodeproxy.py [--kernel fake|linux] [--sizes 1000,5000,10000] [--no-overlap]
+Both modes run side by side (``--modes ipvs,nftables``, the default). The
+nftables rows give each sync's time and its transaction's size (rules,
+elements and objects added or deleted); with ``linux`` they run in a network
+namespace of their own on this machine's kernel: small transactions over our
+own netlink encoding, big ones through ``nft -f`` (see ``nftnetlink``);
+"(via nft -f)" is the same endpoint change sent through ``nft -f`` alone,
+and ``nft no-op`` one empty ``nft -f`` transaction at that size. On a kernel without IPVS
+(this machine) the IPVS rows say so and the nftables rows still run; where
+both run, the nftables/IPVS ratio of each figure follows.
+
+Usage: python bench/bench_nodeproxy.py [--kernel fake|linux] [--modes ipvs,nftables]
+       [--sizes 1000,5000,10000] [--no-overlap]
 """
 
 from __future__ import annotations
@@ -214,6 +225,95 @@ def bench_size(kind: str, n: int) -> dict:
             "full_resync_s": round(full, 4), "full_resync_ops": full_ops}
 
 
+def _own_netns() -> None:
+    """Move this process into a new network namespace (root): the nftables
+    table and everything it does stay there and vanish with the process."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) (needs root)")
+
+
+def bench_nft_size(kind: str, n: int) -> dict:
+    """The nftables mode at ``n`` Services: initial sync, one endpoint
+    change, full resync; each with its transaction's size."""
+    from platformd.nodeproxy.nftproxier import NftProxier
+    if kind == "fake":
+        from platformd.nodeproxy.nftfake import FakeNft
+        kernel = FakeNft()
+    else:
+        from platformd.nodeproxy.nftnetlink import NftNetlink
+        kernel = NftNetlink()
+        kernel.probe()
+        kernel.delete_table()  # a previous size's table
+    proxier = NftProxier(kernel, ProxierOptions(hostname="bench-node", node_ips=("192.168.0.1",),
+                                                cluster_cidr="10.0.0.0/8", sync_period=3600))
+    try:
+        t0 = time.perf_counter()
+        for i in range(n):
+            proxier.on_service(None, service(i))
+            proxier.on_slice(None, endpoint_slice(i))
+        feed = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        result = proxier.sync()
+        initial = time.perf_counter() - t0
+        initial_size = proxier.last_transaction_size
+        initial_steps = {name: round(sec, 4) for name, sec in result.steps}
+
+        changes = []
+        for target in sorted({n // 2, n // 3, n // 5, n // 7, n // 11}):  # distinct Services
+            old = endpoint_slice(target)
+            new = endpoint_slice(target)
+            new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
+                                   "nodeName": "node-0"}
+            proxier.on_slice(old, new)
+            t0 = time.perf_counter()
+            result = proxier.sync()
+            changes.append((time.perf_counter() - t0, proxier.last_transaction_size, result))
+            assert not result.full
+        change, change_size, change_result = min(changes, key=lambda c: c[0])
+        # The same kind of change through nft -f alone (what NftNetlink saves).
+        change_nft = None
+        if kind == "linux":
+            from platformd.nodeproxy.nftkernel import NftCli
+            kernel.transact = lambda ops, create_table=False: NftCli.transact(kernel, ops, create_table)
+            times = []
+            for target in (n // 2 + 1, n // 3 + 1, n // 5 + 1):
+                old = endpoint_slice(target)
+                new = endpoint_slice(target)
+                new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
+                                       "nodeName": "node-0"}
+                proxier.on_slice(old, new)
+                t0 = time.perf_counter()
+                proxier.sync()
+                times.append(time.perf_counter() - t0)
+            del kernel.transact
+            change_nft = min(times)
+
+        proxier._needs_full = True  # noqa: SLF001 - benchmark reaches in on purpose
+        t0 = time.perf_counter()
+        result = proxier.sync()
+        full = time.perf_counter() - t0
+        full_size = proxier.last_transaction_size
+        full_steps = {name: round(sec, 4) for name, sec in result.steps}
+
+        t0 = time.perf_counter()
+        kernel.transact([], create_table=True)
+        noop = time.perf_counter() - t0
+    finally:
+        if kind == "linux":
+            kernel.delete_table()
+    return {"mode": "nftables", "kernel": kind, "services": n, "endpoints_per_service": ENDPOINTS,
+            "feed_events_s": round(feed, 4), "initial_sync_s": round(initial, 4),
+            "initial_transaction_size": initial_size, "initial_steps": initial_steps,
+            "endpoint_change_s": round(change, 6), "endpoint_change_transaction_size": change_size,
+            "endpoint_change_nft_f_s": round(change_nft, 6) if change_nft is not None else None,
+            "endpoint_change_steps": {name: round(sec, 5) for name, sec in change_result.steps},
+            "full_resync_s": round(full, 4), "full_resync_transaction_size": full_size,
+            "full_resync_steps": full_steps, "nft_noop_s": round(noop, 5)}
+
+
 def _print_breakdown(title: str, b: dict) -> None:
     def line(parts: dict) -> str:
         return ", ".join(f"{name} {s:.2f}s" for name, s in parts.items()) or "-"
@@ -228,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernel", choices=("fake", "linux"), default="fake")
     p.add_argument("--sizes", default="1000,5000,10000")
+    p.add_argument("--modes", default="ipvs,nftables", help="ipvs, nftables or both (default)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-overlap", action="store_true",
                    help="run the work a sync overlaps (fixed parts, adding addresses) one step after the other")
@@ -237,7 +338,23 @@ def main(argv: list[str] | None = None) -> int:
         proxier_module.Background = _Inline  # the benchmark reaches in on purpose
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
-    print(f"node proxy benchmark, kernel={args.kernel}, {ENDPOINTS} endpoints per Service"
+    modes = [m for m in args.modes.split(",") if m]
+    if "nftables" in modes and args.kernel == "linux":
+        _own_netns()
+    results = _bench_ipvs(args, sizes) if "ipvs" in modes else []
+    if results is None:
+        return 1
+    nft = _bench_nft(args.kernel, sizes) if "nftables" in modes else []
+    if results and nft:
+        _print_ratios(results, nft)
+    if args.json:
+        for r in results + nft:
+            print(json.dumps(r))
+    return 0
+
+
+def _bench_ipvs(args, sizes: list[int]) -> list[dict] | None:
+    print(f"IPVS mode, kernel={args.kernel}, {ENDPOINTS} endpoints per Service"
           + (", no overlap" if args.no_overlap else ""))
     header = (f"{'services':>8}  {'initial sync':>12}  {'ops (writes) trips':>20}  "
               f"{'1 endpoint chg':>14}  {'ops (writes) trips':>18}  {'full resync':>11}  {'ops (writes) trips':>20}")
@@ -247,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             r = bench_size(args.kernel, n)
         except KernelError as err:
-            print(f"bench_nodeproxy: {err}", file=sys.stderr)
-            return 1
+            print(f"  IPVS not measured: {err}", flush=True)
+            return []
         results.append(r)
         io, co, fo = r["initial_ops"], r["endpoint_change_ops"], r["full_resync_ops"]
         print(f"{n:>8}  {r['initial_sync_s']:>11.3f}s  {io['operations']:>6} ({io['writes']:>6}) {io['round_trips']:>5}  "
@@ -264,10 +381,46 @@ def main(argv: list[str] | None = None) -> int:
     last = results[-1]
     print(f"one endpoint change with {last['services']} Services: "
           f"{last['endpoint_change_ops']['by_method']}")
-    if args.json:
-        for r in results:
-            print(json.dumps(r))
-    return 0
+    return results
+
+
+def _bench_nft(kind: str, sizes: list[int]) -> list[dict]:
+    where = "nft -f in a network namespace of its own" if kind == "linux" else "in-memory table model"
+    print(f"nftables mode, kernel={kind} ({where}), {ENDPOINTS} endpoints per Service")
+    print(f"{'services':>8}  {'initial sync':>12}  {'txn size':>8}  {'1 endpoint chg':>14}  {'txn size':>8}  "
+          f"{'(via nft -f)':>12}  {'full resync':>11}  {'txn size':>8}  {'nft no-op':>9}")
+    results = []
+    for n in sizes:
+        r = bench_nft_size(kind, n)
+        results.append(r)
+        print(f"{n:>8}  {r['initial_sync_s']:>11.3f}s  {r['initial_transaction_size']:>8}  "
+              f"{r['endpoint_change_s'] * 1000:>12.2f}ms  {r['endpoint_change_transaction_size']:>8}  "
+              f"{_ms(r['endpoint_change_nft_f_s']):>12}  "
+              f"{r['full_resync_s']:>10.3f}s  {r['full_resync_transaction_size']:>8}  "
+              f"{r['nft_noop_s'] * 1000:>7.2f}ms", flush=True)
+    for r in results:
+        print(f"steps at {r['services']}: initial {r['initial_steps']}; one endpoint change "
+              f"{r['endpoint_change_steps']}; full resync {r['full_resync_steps']}")
+    return results
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.2f}ms"
+
+
+def _print_ratios(ipvs: list[dict], nft: list[dict]) -> None:
+    print("nftables / IPVS, per figure (below 1: nftables is faster)")
+    print(f"{'services':>8}  {'initial sync':>12}  {'1 endpoint chg':>14}  {'full resync':>11}")
+    by_size = {r["services"]: r for r in ipvs}
+    for r in nft:
+        i = by_size.get(r["services"])
+        if i is None:
+            continue
+
+        def ratio(key: str) -> str:
+            return f"{r[key] / i[key]:.2f}" if i[key] else "-"
+        print(f"{r['services']:>8}  {ratio('initial_sync_s'):>12}  {ratio('endpoint_change_s'):>14}  "
+              f"{ratio('full_resync_s'):>11}")
 
 
 if __name__ == "__main__":

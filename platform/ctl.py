@@ -120,9 +120,12 @@ def render_status_table(doc: dict[str, Any]) -> str:
             ("healthy", _yes(comps["nodeproxy"].get("healthy"))),
             ("last sync", _ago(nodeproxy.get("last_sync_time"))),
             ("sync duration", f"{dur * 1000:.1f} ms" if isinstance(dur, (int, float)) else "-"),
-            ("virtual servers", str(nodeproxy.get("virtual_servers", "-"))),
-            ("real servers", str(nodeproxy.get("real_servers", "-"))),
-        ])
+        ] + ([("mode", "nftables"), ("services", str(nodeproxy.get("services", "-"))),
+              ("chains", str(nodeproxy.get("chains", "-"))),
+              ("last transaction", f"{nodeproxy.get('last_transaction_size', '-')} changes")]
+             if nodeproxy.get("mode") == "nftables" else
+             [("virtual servers", str(nodeproxy.get("virtual_servers", "-"))),
+              ("real servers", str(nodeproxy.get("real_servers", "-")))]))
     if doc.get("problems"):
         out += ["", "problems:"] + [f"  - {p}" for p in doc["problems"]]
     return "\n".join(out) + "\n"

@@ -1,4 +1,4 @@
-"""The IPVS node proxy (kube-proxy's IPVS mode), syncing only what changed.
+"""The node proxy (kube-proxy's IPVS or nftables mode), syncing only what changed.
 
 Modules, from the outside in:
 
@@ -15,4 +15,13 @@ Modules, from the outside in:
 * ``cleanup`` -- ``--cleanup``; ``ipvsview`` -- ``platformctl ipvs``.
 * ``kernel`` -- the one interface to the kernel; ``kernel_linux`` (hand-encoded netlink),
   ``fakekernel`` (in memory), ``dryrun`` (prints), ``counting`` (counts).
+
+The nftables mode (``--proxy-mode nftables``) replaces the proxier and its door:
+
+* ``nftproxier`` -- the sync: one atomic transaction of what changed;
+* ``nftrules`` -- Service + EndpointSlices -> chains and map elements (pure);
+* ``nftdesired`` -- the table all Services ask for, with element owners;
+* ``nftmodel`` -- the table as data, ``plan`` (the diff), nft text in and out;
+* ``nftkernel`` -- ``nft -f`` (and why not netlink), ``nftfake`` (in memory);
+* ``healthcheck`` -- health-check node ports of Local LoadBalancers.
 """

@@ -1,12 +1,18 @@
-"""``platformd nodeproxy``: the IPVS node proxy's command line and wiring.
+"""``platformd nodeproxy``: the node proxy's command line and wiring.
+
+``--proxy-mode ipvs`` (default) or ``nftables``; both share the informers,
+change trackers, runner, health and metrics; they differ in the proxier
+(:class:`~.proxier.Proxier` / :class:`~.nftproxier.NftProxier`) and its kernel
+door (:class:`~.kernel.Kernel` / :class:`~.nftkernel.NftKernel`).
 
 Order of start-up, and why:
 
 1. flags; ``--cleanup`` removes everything and exits;
-2. ``probe`` the kernel -- a kernel without IPVS gets one line naming the
-   missing module and exit status 1 (``--dry-run`` never touches the kernel,
-   so it works there);
-3. sysctls, each failure reported by name (any failure stops us, as in kube-proxy);
+2. ``probe`` the kernel -- a kernel without IPVS (or nftables, in that
+   mode) gets one line naming what is missing and exit status 1
+   (``--dry-run`` never touches the kernel, so it works there);
+3. sysctls (IPVS mode), each failure reported by name (any failure stops
+   us, as in kube-proxy);
 4. informers for Services, EndpointSlices and this node's Node; their handlers
    only feed the change trackers;
 5. only once every informer has synced is the sync runner started: syncing a
@@ -29,7 +35,7 @@ from platformd.common.clock import REAL_CLOCK
 from platformd.common.runner import BoundedFrequencyRunner
 
 from . import sysctls
-from .health import HTTPEndpoint
+from .health import HTTPEndpoint, ProxierHealth
 from .kernel import SCHEDULERS, IPVSUnavailable, Kernel, KernelError
 from .cleanup import remove_everything
 from .proxier import Proxier, ProxierOptions
@@ -65,16 +71,26 @@ def duration(text: str) -> float:
     return total
 
 
+def _ip_argument(text: str) -> str:
+    from .translate import canonical, is_ip
+    if not is_ip(text):
+        raise argparse.ArgumentTypeError(f"invalid IP address {text!r}")
+    return canonical(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="platformd nodeproxy",
-                                description="IPVS node proxy (kube-proxy's IPVS mode).")
+                                description="Node proxy (kube-proxy's IPVS or nftables mode).")
+    p.add_argument("--proxy-mode", choices=("ipvs", "nftables"), default="ipvs",
+                   help="ipvs (default) or nftables")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, KUBECONFIG, ~/.kube/config)")
     p.add_argument("--source", metavar="DIR", help="read Services/EndpointSlices/Nodes from manifests in DIR")
     p.add_argument("--hostname", default=os.environ.get("NODE_NAME") or socket.gethostname().lower(),
                    help="this node's name (default: $NODE_NAME or the host name)")
-    p.add_argument("--node-ip", action="append", default=[], metavar="IP",
+    p.add_argument("--node-ip", action="append", default=[], metavar="IP", type=_ip_argument,
                    help="node IP for node ports (repeatable; default: the Node's InternalIP/ExternalIP)")
-    p.add_argument("--cluster-cidr", default="", help="pod CIDR; cluster-IP traffic from outside it is masqueraded")
+    p.add_argument("--cluster-cidr", default="",
+                   help="pod CIDR(s), comma-separated for dual-stack; cluster-IP traffic from outside is masqueraded")
     p.add_argument("--masquerade-all", action="store_true", help="masquerade all traffic to cluster IPs")
     p.add_argument("--scheduler", default="rr", choices=SCHEDULERS, help="IPVS scheduler (default rr)")
     p.add_argument("--min-sync-period", type=duration, default=1.0, help="minimum gap between syncs (1s)")
@@ -102,7 +118,11 @@ def options_from(args: argparse.Namespace) -> ProxierOptions:
         udp_timeout=int(args.udp_timeout), graceful_timeout=args.graceful_termination_timeout)
 
 
-def make_kernel(args: argparse.Namespace) -> Kernel:
+def make_kernel(args: argparse.Namespace):
+    if args.proxy_mode == "nftables":
+        from .nftkernel import DryRunNft
+        from .nftnetlink import NftNetlink
+        return DryRunNft() if args.dry_run else NftNetlink()
     if args.dry_run:
         from .dryrun import DryRunKernel
         return DryRunKernel()
@@ -161,8 +181,10 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _run(args, kernel: Kernel, stop: threading.Event, clock) -> int:
+def _run(args, kernel, stop: threading.Event, clock) -> int:
     opts = options_from(args)
+    if args.proxy_mode == "nftables":
+        return _run_nftables(args, kernel, opts, stop, clock)
     if args.cleanup:
         failures = remove_everything(kernel, opts.node_ips)
         for f in failures:
@@ -184,7 +206,39 @@ def _run(args, kernel: Kernel, stop: threading.Event, clock) -> int:
     warning = sysctls.advice(kernel)
     if warning:
         log.warning("%s", warning)
+    return _serve(args, proxier, stop, clock)
 
+
+def _run_nftables(args, kernel, opts: ProxierOptions, stop: threading.Event, clock) -> int:
+    from .healthcheck import HealthCheckServers
+    from .nftkernel import NftUnavailable
+    from .nftproxier import NftProxier
+    if args.cleanup:
+        try:
+            kernel.delete_table()
+        except KernelError as err:
+            print(f"nodeproxy: cleanup: {err}", file=sys.stderr)
+            return 1
+        return 0
+    try:
+        kernel.probe()
+    except NftUnavailable as err:
+        return _fail(f"{err} (nftables mode needs the nft tool and nf_tables in the kernel)")
+    except KernelError as err:
+        return _fail(f"kernel check failed: {err}")
+    health = ProxierHealth(2 * opts.sync_period, clock)
+    # Health-check node ports answer "unhealthy" while this proxy is, as kube-proxy's do.
+    checks = None if args.dry_run else HealthCheckServers(proxy_healthy=lambda: health.status()[0])
+    proxier = NftProxier(kernel, opts, clock, health=health, health_checks=checks)
+    try:
+        return _serve(args, proxier, stop, clock)
+    finally:
+        if checks is not None:
+            checks.close()
+
+
+def _serve(args, proxier: Proxier, stop: threading.Event, clock) -> int:
+    opts = proxier.opts
     try:
         source = make_source(args)
     except Exception as err:  # KubeConfigError and friends: one line, no traceback

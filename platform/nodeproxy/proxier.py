@@ -63,7 +63,7 @@ from .graceful import DEFAULT_TIMEOUT, GracefulTerminationManager, clear_conntra
 from .health import ProxierHealth, node_eligible
 from .kernel import DUMMY_LINK, UDP, Exists, Kernel, KernelError, NotFound, Op, RealServer, VirtualServer
 from .metrics import Metrics
-from .translate import EMPTY, Options, ServicePort, ServiceState, SliceInfo, service_state
+from .translate import EMPTY, Options, ServicePort, ServiceState, SliceInfo, canonical, is_ip, service_state
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +106,10 @@ class SyncResult:
 
 
 def node_addresses(node: dict | None) -> tuple[str, ...]:
-    """IPv4 InternalIP and ExternalIP addresses of a Node, sorted."""
+    """InternalIP and ExternalIP addresses of a Node (both families), sorted."""
     addrs = ((node or {}).get("status") or {}).get("addresses") or ()
-    return tuple(sorted({a["address"] for a in addrs
-                         if a.get("type") in ("InternalIP", "ExternalIP") and "." in a.get("address", "")}))
+    return tuple(sorted({canonical(a["address"]) for a in addrs
+                         if a.get("type") in ("InternalIP", "ExternalIP") and is_ip(a.get("address"))}))
 
 
 class Proxier:
@@ -279,7 +279,8 @@ class Proxier:
         return changed, trigger_times
 
     def _translate_options(self) -> Options:
-        return Options(self.opts.hostname, self._node_ips, self.opts.scheduler)
+        # IPVS mode: node ports on the IPv4 node IPs only (see translate.service_state).
+        return Options(self.opts.hostname, tuple(ip for ip in self._node_ips if ":" not in ip), self.opts.scheduler)
 
     def _translate(self, svc: str, opts: Options) -> ServiceState:
         ports = self._ports.get(svc)
@@ -301,8 +302,9 @@ class Proxier:
         # list(): one C-level copy, so a sync changing the dict meanwhile cannot break the count.
         return sum(map(len, list(self._applied.reals.values())))
 
-    def _record(self, start: float, full: bool, duration: float, trigger_times: list[str]) -> None:
-        self._status = {
+    def _status_document(self, full: bool, duration: float) -> dict:
+        """What ``/status`` shows of the kernel after a successful sync."""
+        return {
             "last_sync_time": self.clock.wall(),
             "last_sync_duration_seconds": duration,
             "last_sync_full": full,
@@ -310,6 +312,9 @@ class Proxier:
             "real_servers": None,  # see ``status``
             "terminating_real_servers": len(self.graceful),
         }
+
+    def _record(self, start: float, full: bool, duration: float, trigger_times: list[str]) -> None:
+        self._status = self._status_document(full, duration)
         m = self.metrics
         m.sync_duration.observe(duration)
         (m.sync_full_duration if full else m.sync_partial_duration).observe(duration)
@@ -322,9 +327,11 @@ class Proxier:
         self.health.updated(start)
         level = logging.INFO if full else logging.DEBUG
         if log.isEnabledFor(level):
-            log.log(level, "%s sync done in %.3fs: %d virtual servers, %d real servers, %d terminating",
-                    "full" if full else "partial", duration, self._status["virtual_servers"],
-                    self._real_server_count(), self._status["terminating_real_servers"])
+            log.log(level, "%s sync done in %.3fs: %s", "full" if full else "partial", duration, self._summary())
+
+    def _summary(self) -> str:
+        return (f"{self._status['virtual_servers']} virtual servers, {self._real_server_count()} real servers, "
+                f"{self._status['terminating_real_servers']} terminating")
 
     # -- full sync -------------------------------------------------------------------
     def _full_sync(self, base: Background[None]) -> None:

@@ -14,11 +14,15 @@ Pure functions over plain parsed JSON. Three stages, each testable alone:
    with their real servers, the addresses for the dummy link and the ipset
    members, following kube-proxy's IPVS mode.
 
-Only IPv4 is handled; IPv6 addresses and FQDN slices are ignored.
+Stages 1 and 2 are dual-stack: a Service keeps its cluster, external and
+load-balancer IPs of both families, a slice its address family. Stage 3 is
+the IPVS mode's and takes the IPv4 half only; the nftables mode builds its
+rules per family in ``nftrules``. FQDN slices are ignored.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import operator
 import socket
 from dataclasses import dataclass, field
@@ -70,6 +74,16 @@ class ServicePort:
     affinity_timeout: int = 0  # 0: no session affinity
     external_local: bool = False
     internal_local: bool = False
+    source_ranges: tuple[str, ...] = ()  # loadBalancerSourceRanges (CIDRs); () allows all
+    health_check_node_port: int = 0  # LoadBalancer with externalTrafficPolicy Local
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_ipv4(value: object) -> bool:
@@ -87,9 +101,38 @@ def _is_ipv4(value: object) -> bool:
     return True
 
 
+def _is_ipv6(value: object) -> bool:
+    if not isinstance(value, str) or ":" not in value:
+        return False
+    try:
+        socket.inet_pton(socket.AF_INET6, value)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def is_ip(value: object) -> bool:
+    """An IPv4 or IPv6 address, strictly."""
+    return _is_ipv4(value) or _is_ipv6(value)
+
+
+def canonical(address: str) -> str:
+    """IPv6 addresses in their one canonical text (RFC 5952, as the kernel
+    and nft print them); IPv4 ones as they are (``inet_pton`` accepts only
+    the canonical dotted quad)."""
+    return str(ipaddress.IPv6Address(address)) if ":" in address else address
+
+
+def family_of(address: str) -> int:
+    """4 or 6 (for addresses that passed :func:`is_ip`)."""
+    return 6 if ":" in address else 4
+
+
 def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     """The ports of ``svc`` the node proxy serves; () for anything it ignores
-    (None, ExternalName, headless, another proxy's Service, no IPv4 cluster IP)."""
+    (None, ExternalName, headless, another proxy's Service, no cluster IP).
+    Addresses of both families are kept, in the order the API gives them
+    (``clusterIPs[0]`` is the primary family)."""
     if not svc:
         return ()
     meta = svc.get("metadata") or {}
@@ -100,17 +143,19 @@ def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     if svc_type == "ExternalName":
         return ()
     ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
-    cluster_ips = tuple(ip for ip in ips if _is_ipv4(ip))
+    cluster_ips = tuple(canonical(ip) for ip in ips if is_ip(ip))
     if not cluster_ips:
-        return ()  # headless ("None") or IPv6-only
-    external_ips = tuple(sorted({ip for ip in spec.get("externalIPs") or () if _is_ipv4(ip)}))
+        return ()  # headless ("None")
+    external_ips = tuple(sorted({canonical(ip) for ip in spec.get("externalIPs") or () if is_ip(ip)}))
     lb_ips: tuple[str, ...] = ()
     if svc_type == "LoadBalancer":
         ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ()
         # ipMode Proxy means the load balancer delivers to the node, not to the
         # IP: kube-proxy does not bind such IPs (KEP-1860).
-        lb_ips = tuple(sorted({i["ip"] for i in ingress
-                               if _is_ipv4(i.get("ip")) and i.get("ipMode", "VIP") != "Proxy"}))
+        lb_ips = tuple(sorted({canonical(i["ip"]) for i in ingress
+                               if is_ip(i.get("ip")) and i.get("ipMode", "VIP") != "Proxy"}))
+    source_ranges = tuple(sorted({r.strip() for r in spec.get("loadBalancerSourceRanges") or ()
+                                  if isinstance(r, str) and _is_cidr(r.strip())}))
     affinity = 0
     if spec.get("sessionAffinity") == "ClientIP":
         cfg = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {})
@@ -118,6 +163,7 @@ def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
     externally_reachable = svc_type in ("NodePort", "LoadBalancer") or bool(external_ips)
     external_local = externally_reachable and spec.get("externalTrafficPolicy") == "Local"
     internal_local = spec.get("internalTrafficPolicy") == "Local"
+    health_port = int(spec.get("healthCheckNodePort") or 0) if svc_type == "LoadBalancer" and external_local else 0
     key = key_of(svc)
     result = []
     for p in spec.get("ports") or ():
@@ -129,7 +175,9 @@ def parse_service(svc: dict | None) -> tuple[ServicePort, ...]:
             service=key, name=p.get("name") or "", protocol=protocol, port=int(p["port"]),
             node_port=node_port, cluster_ips=cluster_ips, external_ips=external_ips,
             load_balancer_ips=lb_ips, affinity_timeout=affinity,
-            external_local=external_local, internal_local=internal_local))
+            external_local=external_local, internal_local=internal_local,
+            source_ranges=source_ranges if lb_ips else (),
+            health_check_node_port=health_port if node_port or lb_ips else 0))
     return tuple(sorted(result, key=lambda sp: (sp.name, sp.protocol, sp.port)))
 
 
@@ -151,12 +199,18 @@ class SliceInfo:
     service: str  # "namespace/service-name"
     ports: tuple[tuple[str, str, int], ...]  # (name, protocol, port)
     endpoints: tuple[SliceEndpoint, ...]
+    family: int = 4  # addressType IPv4 or IPv6
 
 
 def parse_slice(obj: dict | None) -> SliceInfo | None:
-    """None for slices the node proxy ignores (not IPv4, no service label)."""
-    if not obj or obj.get("addressType", "IPv4") != "IPv4":
+    """None for slices the node proxy ignores (FQDN, no service label)."""
+    if not obj:
         return None
+    address_type = obj.get("addressType", "IPv4")
+    if address_type not in ("IPv4", "IPv6"):
+        return None
+    family = 6 if address_type == "IPv6" else 4
+    valid = _is_ipv6 if family == 6 else _is_ipv4
     meta = obj.get("metadata") or {}
     svc_name = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
     if not svc_name:
@@ -171,9 +225,11 @@ def parse_slice(obj: dict | None) -> SliceInfo | None:
         serving = ready if cond.get("serving") is None else bool(cond["serving"])
         terminating = bool(cond.get("terminating"))
         for addr in ep.get("addresses") or ():
-            if _is_ipv4(addr):
+            if valid(addr):
+                if family == 6:
+                    addr = canonical(addr)
                 eps.append(_new(SliceEndpoint, (addr, ready, serving, terminating, ep.get("nodeName") or "")))
-    return SliceInfo(f"{meta.get('namespace')}/{svc_name}", ports, tuple(sorted(eps, key=_ADDRESS)))
+    return SliceInfo(f"{meta.get('namespace')}/{svc_name}", ports, tuple(sorted(eps, key=_ADDRESS)), family)
 
 
 # --- stage 2: endpoint selection ---------------------------------------------
@@ -188,6 +244,7 @@ class Endpoint(NamedTuple):
     serving: bool = True
     terminating: bool = False
     local: bool = False
+    elsewhere: bool = False  # on another node by its nodeName (False when nodeName is unset)
 
 
 def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -> list[Endpoint]:
@@ -203,8 +260,14 @@ def endpoints_for(sp: ServicePort, slices: Iterable[SliceInfo], hostname: str) -
                 key = (address, port)
                 old = found.get(key)
                 if old is None or (ready and not old.ready):
-                    found[key] = _new(Endpoint, (address, port, ready, serving, terminating, node_name == hostname))
+                    found[key] = _new(Endpoint, (address, port, ready, serving, terminating,
+                                                 node_name == hostname, bool(node_name) and node_name != hostname))
     return sorted(found.values())
+
+
+def usable(eps: list[Endpoint]) -> list[Endpoint]:
+    """Ready endpoints, else the serving-but-terminating ones."""
+    return _usable(eps)
 
 
 def _usable(eps: list[Endpoint]) -> list[Endpoint]:
@@ -242,9 +305,13 @@ def _reals(eps: list[Endpoint]) -> frozenset[RealServer]:
 
 
 def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], opts: Options) -> ServiceState:
+    """The IPVS mode's state: IPv4 only (IPv6 virtual servers need ip6tables
+    and inet6 ipsets the IPVS mode does not have)."""
     if not ports:
         return EMPTY
-    slices = list(slices)
+    slices = [sl for sl in slices if sl.family == 4]
+    if not any(_is_ipv4(ip) for ip in ports[0].cluster_ips):
+        return EMPTY
     virtual: dict = {}
     addresses: set[str] = set()
     entries: set[tuple[str, IPSetEntry]] = set()
@@ -261,15 +328,21 @@ def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], o
             virtual[(sp.protocol, address, port)] = (vs, reals)
 
         for ip in sp.cluster_ips:
+            if ":" in ip:
+                continue
             serve(ip, sp.port, cluster_reals)
             addresses.add(ip)
             entries.add((ipsets.CLUSTER_IP, _new(IPSetEntry, (ip, proto, sp.port, None))))
         for ip in sp.external_ips:
+            if ":" in ip:
+                continue
             serve(ip, sp.port, external_reals)
             addresses.add(ip)
             name = ipsets.EXTERNAL_IP_LOCAL if sp.external_local else ipsets.EXTERNAL_IP
             entries.add((name, IPSetEntry(ip, proto, sp.port)))
         for ip in sp.load_balancer_ips:
+            if ":" in ip:
+                continue
             serve(ip, sp.port, external_reals)
             addresses.add(ip)
             entries.add((ipsets.LOAD_BALANCER, IPSetEntry(ip, proto, sp.port)))

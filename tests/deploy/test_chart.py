@@ -38,7 +38,7 @@ INGRESS_FLAGS = PLATFORMD_FLAGS | {
     "sync-rate-limit", "allow-snippet-annotations",
 }
 NODEPROXY_FLAGS = PLATFORMD_FLAGS | {
-    "kubeconfig", "hostname", "node-ip", "cluster-cidr", "masquerade-all", "scheduler",
+    "kubeconfig", "hostname", "node-ip", "proxy-mode", "cluster-cidr", "masquerade-all", "scheduler",
     "min-sync-period", "sync-period", "strict-arp", "healthz-bind-address",
     "metrics-bind-address",
 }
@@ -150,6 +150,7 @@ def test_nothing_enabled_fails_with_a_clear_message(helm):
     "ingress.service.type=ExternalName",
     "ingress.replicas=3",            # a typo of replicaCount must not pass silently
     "nodeproxy.scheduler=fastest",
+    "nodeproxy.proxyMode=iptables",
     "nodeproxy.healthzBindAddress=10256",
 ])
 def test_values_schema_rejects(helm, bad):
@@ -404,6 +405,7 @@ def test_nodeproxy_args_and_api_server(rendered):
         "health-port": "10266",
         "hostname": "$(NODE_NAME)",
         "node-ip": "$(NODE_IP)",
+        "proxy-mode": "ipvs",
         "cluster-cidr": "10.244.0.0/16",
         "masquerade-all": True,
         "scheduler": "wlc",
@@ -418,6 +420,12 @@ def test_nodeproxy_args_and_api_server(rendered):
     assert env["NODE_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
     assert env["KUBERNETES_SERVICE_HOST"]["value"] == "api.example.internal"
     assert env["KUBERNETES_SERVICE_PORT"]["value"] == "6443"
+
+
+def test_nodeproxy_nftables_mode(helm):
+    docs = helm.template(sets=["ingress.enabled=false", "nodeproxy.enabled=true", "nodeproxy.proxyMode=nftables"])
+    args = container(workload(docs, NODEPROXY))["args"]
+    assert parse_args(args[1:])["proxy-mode"] == "nftables"
 
 
 def test_nodeproxy_privileged_mode(helm):

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 
 INGRESS_PACKAGES = {"nginx", "libnginx-mod-http-lua", "lua-cjson"}
-NODEPROXY_PACKAGES = {"ipset", "iptables", "conntrack", "kmod"}
+NODEPROXY_PACKAGES = {"ipset", "iptables", "nftables", "conntrack", "kmod"}
 # Not data plane, but needed to run at all: the interpreter of the venv, the
 # CA bundle for TLS to the API server, and setcap (nginx needs it anyway,
 # through iproute2: purging it removed nginx).

@@ -27,3 +27,13 @@ def test_benchmark_breaks_each_sync_down():
             "restore_iptables"} <= set(initial["in_kernel_object"])
     assert initial["kernel_busy"] == {}  # only LinuxKernel waits on a kernel
     assert "read kernel" in r["full_resync_breakdown"]["steps"]
+
+
+def test_benchmark_nftables_change_transaction_does_not_grow_with_services():
+    spec = importlib.util.spec_from_file_location("bench_nodeproxy", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    small, big = bench.bench_nft_size("fake", 20), bench.bench_nft_size("fake", 400)
+    assert small["endpoint_change_transaction_size"] == big["endpoint_change_transaction_size"] <= 10
+    assert big["full_resync_transaction_size"] == 0
+    assert big["initial_transaction_size"] > small["initial_transaction_size"] + 380 * 5

@@ -113,9 +113,12 @@ def test_select_endpoints_local_fallback_to_terminating():
     assert [e.address for e in external] == ["10.1.0.2"]
 
 
-def test_ipv6_and_unlabelled_slices_ignored():
-    s = endpoint_slice("web", ["10.1.0.1"])
+def test_ipv6_slices_parsed_with_their_family_and_unlabelled_or_fqdn_ignored():
+    s = endpoint_slice("web", ["fd00::1", "10.1.0.1"])
     s["addressType"] = "IPv6"
+    parsed = parse_slice(s)
+    assert parsed.family == 6 and [e.address for e in parsed.endpoints] == ["fd00::1"]
+    s["addressType"] = "FQDN"
     assert parse_slice(s) is None
     s = endpoint_slice("web", ["10.1.0.1"])
     s["metadata"]["labels"] = {}

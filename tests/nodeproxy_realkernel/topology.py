@@ -6,6 +6,11 @@ Layout (all inside the VM; nothing leaves it)::
                                                     the node proxy runs here)
     pod-X ns    10.244.N.2   --veth-- 10.244.N.1
 
+With ``ipv6=True`` every link also gets IPv6 (``fd00:50::2``/``fd00:50::1``
+outside, ``fd00:244:N::2``/``fd00:244:N::1`` for pod N, without duplicate
+address detection so they work at once) and the backends listen on both
+families.
+
 Every pod has its own point-to-point link with a default route to the node,
 as with routed CNI plugins: traffic between pods always crosses the node's
 routing, so IPVS sees both directions of every connection (on a shared
@@ -32,6 +37,8 @@ from .netns import sh
 
 NODE_IP = "192.168.50.1"
 OUTSIDE_IP = "192.168.50.2"
+NODE_IP6 = "fd00:50::1"
+OUTSIDE_IP6 = "fd00:50::2"
 TCP_PORT = 8080
 UDP_PORT = 5353
 
@@ -41,13 +48,20 @@ class Pod:
     name: str
     ns: str
     ip: str
+    ip6: str = ""
     _sockets: list[socket.socket] = field(default_factory=list, repr=False)
 
     def serve(self) -> None:
         with netns.entered(self.ns):
-            tcp = socket.create_server(("0.0.0.0", TCP_PORT), backlog=64)
-            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            udp.bind(("0.0.0.0", UDP_PORT))
+            if self.ip6:
+                tcp = socket.create_server(("::", TCP_PORT), family=socket.AF_INET6, backlog=64, dualstack_ipv6=True)
+                udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                udp.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                udp.bind(("::", UDP_PORT))
+            else:
+                tcp = socket.create_server(("0.0.0.0", TCP_PORT), backlog=64)
+                udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                udp.bind(("0.0.0.0", UDP_PORT))
         self._sockets += [tcp, udp]
         threading.Thread(target=self._accept, args=(tcp,), daemon=True, name=f"{self.name}-tcp").start()
         threading.Thread(target=self._answer, args=(udp,), daemon=True, name=f"{self.name}-udp").start()
@@ -95,7 +109,7 @@ class Client:
 
     def connect(self, address: str, port: int, timeout: float = 5.0) -> "Connection":
         with netns.entered(self.ns):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s = socket.socket(_family(address), socket.SOCK_STREAM)
         s.settimeout(timeout)
         try:
             s.connect((address, port))
@@ -120,10 +134,14 @@ class Client:
     def udp_flow(self, address: str, port: int, timeout: float = 3.0) -> "UdpFlow":
         """A UDP socket that keeps its source port: one flow for IPVS."""
         with netns.entered(self.ns):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s = socket.socket(_family(address), socket.SOCK_DGRAM)
         s.settimeout(timeout)
         s.connect((address, port))
         return UdpFlow(s)
+
+
+def _family(address: str) -> int:
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
 class UdpFlow:
@@ -168,23 +186,32 @@ class Connection:
 class Topology:
     """Pods and the outside client around the current (node) namespace."""
 
-    def __init__(self, pod_names: tuple[str, ...]) -> None:
+    def __init__(self, pod_names: tuple[str, ...], ipv6: bool = False) -> None:
         self.pods: dict[str, Pod] = {}
         self.namespaces: list[str] = []
-        self.outside = Client(self._peer("outside", "ext0", NODE_IP, OUTSIDE_IP, 24))
+        self.ipv6 = ipv6
+        self.outside = Client(self._peer("outside", "ext0", NODE_IP, OUTSIDE_IP, 24,
+                                         (NODE_IP6, OUTSIDE_IP6) if ipv6 else None))
         for i, name in enumerate(pod_names, start=1):
-            ns = self._peer(name, f"veth-{name}"[:15], f"10.244.{i}.1", f"10.244.{i}.2", 24)
-            self.pods[name] = Pod(name, ns, f"10.244.{i}.2")
+            six = (f"fd00:244:{i}::1", f"fd00:244:{i}::2") if ipv6 else None
+            ns = self._peer(name, f"veth-{name}"[:15], f"10.244.{i}.1", f"10.244.{i}.2", 24, six)
+            self.pods[name] = Pod(name, ns, f"10.244.{i}.2", six[1] if six else "")
 
-    def _peer(self, name: str, link: str, node_ip: str, peer_ip: str, prefix: int) -> str:
+    def _peer(self, name: str, link: str, node_ip: str, peer_ip: str, prefix: int,
+              six: tuple[str, str] | None = None) -> str:
         ns = netns.create(f"{name}-")
         self.namespaces.append(ns)
         sh("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
         sh("ip", "addr", "add", f"{node_ip}/{prefix}", "dev", link)
-        sh("ip", "link", "set", link, "up")
         sh("ip", "-n", ns, "addr", "add", f"{peer_ip}/{prefix}", "dev", "eth0")
+        if six:
+            sh("ip", "addr", "add", f"{six[0]}/64", "dev", link, "nodad")
+            sh("ip", "-n", ns, "addr", "add", f"{six[1]}/64", "dev", "eth0", "nodad")
+        sh("ip", "link", "set", link, "up")
         sh("ip", "-n", ns, "link", "set", "eth0", "up")
         sh("ip", "-n", ns, "route", "add", "default", "via", node_ip)
+        if six:
+            sh("ip", "-n", ns, "-6", "route", "add", "default", "via", six[0])
         return ns
 
     def client(self, pod: str) -> Client:

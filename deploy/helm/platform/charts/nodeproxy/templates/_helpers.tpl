@@ -68,6 +68,7 @@ health server), then platformd nodeproxy flags built from values.
 - {{ printf "--health-port=%v" .Values.healthServer.port | quote }}
 - --hostname=$(NODE_NAME)
 - --node-ip=$(NODE_IP)
+- {{ printf "--proxy-mode=%v" .Values.proxyMode | quote }}
 {{- with .Values.clusterCIDR }}
 - {{ printf "--cluster-cidr=%v" . | quote }}
 {{- end }}
