@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "ClassStatus", "Condition", "GatewayStatus", "ListenerStatus", "ParentStatus", "RouteStatus",
-    "render_class", "render_gateway", "render_route",
+    "not_programmed", "render_class", "render_gateway", "render_route",
 ]
 
 # Condition types
@@ -172,3 +172,17 @@ def render_route(status: RouteStatus, obj: Mapping, controller_name: str, now: s
                         "conditions": _condition_dicts(parent.conditions, status.generation,
                                                        old.get("conditions"), now)})
     return {**current, "parents": others + parents}
+
+
+def not_programmed(status: GatewayStatus, message: str) -> GatewayStatus:
+    """``status`` with every ``Programmed=True`` (Gateway and listeners) turned
+    into ``Programmed=False Pending``: for a table the data plane does not
+    serve (yet). Other conditions are left as they are."""
+    pending = Condition(PROGRAMMED, False, R_PENDING, message)
+
+    def swap(conditions: tuple[Condition, ...]) -> tuple[Condition, ...]:
+        return tuple(pending if c.type == PROGRAMMED and c.status else c for c in conditions)
+
+    listeners = tuple(ListenerStatus(lst.name, lst.supported_kinds, lst.attached_routes, swap(lst.conditions))
+                      for lst in status.listeners)
+    return GatewayStatus(status.generation, status.addresses, swap(status.conditions), listeners)

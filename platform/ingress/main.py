@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from platformd.ingress import gateway_setup
 from platformd.ingress.nginx import NginxTimeouts
 
 log = logging.getLogger("platformd.ingress")
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="full syncs (and so reloads) per second at most (default 0.3)")
     p.add_argument("--allow-snippet-annotations", action="store_true", help="accept *-snippet annotations")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
+    gateway_setup.add_arguments(p)
     p.add_argument("--external-nginx", action="store_true",
                    help="nginx is run by a supervisor (platformd nginx): never start it, reload via its pid file")
     return p
@@ -256,6 +258,11 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     controller = Controller(factory, plane, options, recorder=recorder, configmap_factory=configmap_factory,
                             on_synced=on_synced, metrics=metrics)
     parts.controller = controller
+    try:
+        gateway = gateway_setup.create(args, source, api, InformerFactory, controller,
+                                       lambda: gateway_setup.publish_addresses_of(args, parts.status))
+    except ValueError as exc:
+        raise StartError(str(exc)) from None
     if on_built is not None:
         on_built(controller)
     try:
@@ -278,6 +285,12 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
                                         daemon=True))
         threads.append(threading.Thread(target=parts.status_runner.loop, args=(late_stop,), name="status",
                                         daemon=True))
+        if gateway is not None:
+            gateway_status, _writer = gateway_setup.status_runner(args, api, gateway, parts.elector.is_leader)
+            threads.append(threading.Thread(target=gateway_status.loop, args=(late_stop,), name="gateway-status",
+                                            daemon=True))
+    if gateway is not None:
+        threads.append(threading.Thread(target=gateway.run, args=(stop,), name="gateway-sync", daemon=True))
     for thread in threads:
         thread.start()
     log.info("ingress controller starting (class %s, controller %s, %s)", args.ingress_class,
