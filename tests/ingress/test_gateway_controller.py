@@ -197,3 +197,55 @@ def test_route_no_longer_ours_loses_our_parent_entry_and_keeps_others(fake_api, 
     wait_for(lambda: [p["controllerName"] for p in fake_api.get("HTTPRoute", "default", "route")["status"]["parents"]]
              == ["example.com/other"], what="our entry removed")
     assert lp.writer.writes >= 1
+
+
+def test_file_source_serves_gateway_api_manifests(tmp_path):
+    from platformd.common.filesource import FileSource
+    (tmp_path / "gateway.yaml").write_text("""
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: platform}
+spec: {controllerName: platform.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: platform
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: apps}
+spec:
+  parentRefs: [{name: gw, namespace: default}]
+  hostnames: [web.example]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ReferenceGrant
+metadata: {name: from-default, namespace: apps}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: default}]
+  to: [{group: "", kind: Secret}]
+""")
+    source = FileSource(str(tmp_path), poll_interval=0.05)
+    ingress_factory, factory = InformerFactory(source), InformerFactory(source)
+    gateway = GatewayController(factory, GatewayOptions(), services=ingress_factory.informer(resources.SERVICES),
+                                secrets=ingress_factory.informer(resources.SECRETS))
+    ingress_factory.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=gateway.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        translation = wait_for(lambda: gateway.translation, what="first translation")
+        assert list(translation.gateways) == ["default/gw"]
+        assert len(factory.informer(resources.REFERENCE_GRANTS).store.keys()) == 1  # v1 name accepted
+        # The route is in another namespace and the listener allows Same only.
+        [parent] = translation.http_routes["apps/web"].parents
+        assert (parent.conditions[0].status, parent.conditions[0].reason) == (False, "NotAllowedByListeners")
+    finally:
+        stop.set()
+        thread.join(5)
+        ingress_factory.stop()
+        source.close()
