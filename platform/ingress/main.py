@@ -150,6 +150,7 @@ class _Parts:
     elector: object | None = None
     status: object | None = None
     status_runner: object | None = None
+    gateway_status_runner: object | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,9 +287,10 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
         threads.append(threading.Thread(target=parts.status_runner.loop, args=(late_stop,), name="status",
                                         daemon=True))
         if gateway is not None:
-            gateway_status, _writer = gateway_setup.status_runner(args, api, gateway, parts.elector.is_leader)
-            threads.append(threading.Thread(target=gateway_status.loop, args=(late_stop,), name="gateway-status",
-                                            daemon=True))
+            parts.gateway_status_runner, _writer = gateway_setup.status_runner(args, api, gateway,
+                                                                               parts.elector.is_leader)
+            threads.append(threading.Thread(target=parts.gateway_status_runner.loop, args=(late_stop,),
+                                            name="gateway-status", daemon=True))
     if gateway is not None:
         threads.append(threading.Thread(target=gateway.run, args=(stop,), name="gateway-sync", daemon=True))
     for thread in threads:
@@ -360,6 +362,8 @@ def _setup_status(args, api, controller, metrics, parts: _Parts, stop: threading
             metrics.set_leader(args.election_id, value)
             if value and parts.status_runner is not None:
                 parts.status_runner.run()
+            if value and parts.gateway_status_runner is not None:
+                parts.gateway_status_runner.run()
         return callback
 
     elector = LeaderElector(api, namespace, args.election_id, identity,
