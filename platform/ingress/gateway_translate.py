@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from platformd.ingress import gateway_addresses, gateway_attach, gateway_classes, gateway_listeners
+from platformd.ingress import gateway_addresses, gateway_attach, gateway_classes, gateway_listeners, gcpause
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_grants import Grants
@@ -164,6 +164,11 @@ def _unaccepted_class_status(gateway: Mapping, class_name: str) -> st.GatewaySta
 
 def build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> GatewayTranslation:
     """See the module docstring. ``now``: wall-clock seconds (certificate validity)."""
+    with gcpause.paused:  # see gcpause: at 10,000 routes 994 -> 424 ms (bench/bench_gateway.py)
+        return _build(snapshot, options, now)
+
+
+def _build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> GatewayTranslation:
     classes = {_key(c): gateway_classes.class_status(c, snapshot.crd_version)
                for c in snapshot.gateway_classes if gateway_classes.is_ours(c, options.controller_name)}
     accepted_classes = {name for name, s in classes.items() if s.conditions[0].status}
