@@ -11,7 +11,7 @@ from platformd.ingress.gateway_translate import build
 
 GROUP = "gateway.networking.k8s.io"
 CONTROLLER = "platform.io/gateway-controller"
-NOW = time.time()  # the test certificates are made now, valid for 30 days
+NOW = time.time() + 3600  # the test certificates are made during the tests, valid for 30 days
 
 
 def meta(name, namespace=None, created="2026-01-01T00:00:00Z", generation=1, **extra):
