@@ -14,9 +14,11 @@ e.g. the file source).
 
 Each match carries its part of the precedence key (``Rule.matches``);
 ``gateway_translate`` adds the route's age and name and the rule and match
-indexes, then sorts. HTTP keys: Exact path, then RegularExpression (longest
-pattern first), then PathPrefix (longest first); a method before none; more
-header matches, then more query matches first. gRPC entries come before
+indexes, then sorts. HTTP keys: the path as the Lua router orders Ingress
+paths (Exact; then PathPrefix and RegularExpression by length, longest
+first, a PathPrefix winning a tie; then PathPrefix "/"), which keeps the
+spec's Exact before longest Prefix; then a method before none; more header
+matches, then more query matches first. gRPC entries come before
 HTTP ones on a host (they also require ``content-type: application/grpc``,
 so they never take HTTP requests); among them longer service, then longer
 method, then more header matches first.
@@ -39,7 +41,6 @@ from platformd.ingress.gateway_model import (
 __all__ = ["Rule", "RuleContext", "grpc_rule", "http_rule", "parse_duration"]
 
 _WELL_KNOWN = {"http": 80, "https": 443}
-_PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
 _GRPC_CONTENT_TYPE = HeaderMatch("content-type", "^application/grpc", True)
 _ANY_PATH = PathMatch("PathPrefix", "/")
 
@@ -218,8 +219,7 @@ def http_rule(index: int, rule: Mapping, ctx: RuleContext) -> Rule:
         method = raw.get("method") or None
         regexes += [path_match.value] if path_match.kind == "RegularExpression" else []
         regexes += [h.value for h in headers + query if h.regex]
-        key = (1, _PATH_RANK.get(path_match.kind, 3), -len(path_match.value), 0 if method else 1,
-               -len(headers), -len(query))
+        key = (1, *_path_order(path_match), 0 if method else 1, -len(headers), -len(query))
         matches.append((Match(path_match, headers, query, method), key))
     action, redirect, problems, unsupported = _filters_and_backends(rule, ctx, grpc=False)
     unsupported = unsupported or _bad_regex(regexes)
@@ -228,6 +228,20 @@ def http_rule(index: int, rule: Mapping, ctx: RuleContext) -> Rule:
     if action.rewrite is not None and action.rewrite.path_kind == "ReplacePrefixMatch" and len(matches) == 1:
         action = replace(action, rewrite=replace(action.rewrite, prefix=matches[0][0].path.value))
     return Rule(index, tuple(matches), action, redirect, tuple(problems), unsupported)
+
+
+def _path_order(path: PathMatch) -> tuple[int, int, int]:
+    """The path's part of the precedence key: the Lua router's order for
+    Ingress paths (lua/router.lua ``match``), so a host reads the same
+    whichever API made it: Exact; then Prefix (but "/") and
+    RegularExpression paths by length, longest first, a Prefix winning a
+    tie; then Prefix "/"."""
+    if path.kind == "Exact":
+        return (0, 0, 0)
+    if path.kind == "PathPrefix":
+        base = path.value.rstrip("/")
+        return (1, -len(base), 0) if base else (2, 0, 0)
+    return (1, -len(path.value), 1)
 
 
 def _replaces_prefix(rule: Mapping) -> bool:
@@ -255,7 +269,7 @@ def _grpc_match(raw: Mapping) -> tuple[Match, tuple, list[str]]:
         path = _ANY_PATH
     headers = _header_matches(raw.get("headers"), lower=True)
     regexes += [h.value for h in headers if h.regex]
-    key = (0, 0, -len(service), -len(name), -len(headers), 0)
+    key = (0, 0, -len(service), -len(name), -len(headers), 0, 0)
     return Match(path, (_GRPC_CONTENT_TYPE, *headers), (), "POST"), key, regexes
 
 

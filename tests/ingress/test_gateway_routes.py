@@ -152,13 +152,15 @@ def test_matches_default_to_prefix_slash_and_keep_headers_query_method():
     assert (second.match.path.kind, second.match.path.value) == ("PathPrefix", "/")
 
 
-def test_precedence_exact_then_regex_then_longest_prefix():
-    rules = [rule(matches=[path("/")]), rule(matches=[path("/a")]), rule(matches=[path("/a/b")]),
-             rule(matches=[path("/a", "Exact")]), rule(matches=[path("/r.*", "RegularExpression")])]
+def test_precedence_exact_then_prefix_and_regex_by_length_then_root():
+    # The Lua router's order for Ingress paths: a regex beats only shorter prefixes.
+    rules = [rule(matches=[path("/")]), rule(matches=[path("/a")]), rule(matches=[path("/a/b/")]),
+             rule(matches=[path("/a", "Exact")]), rule(matches=[path("/r.*", "RegularExpression")]),
+             rule(matches=[path("/a/b", "RegularExpression")]), rule(matches=[path("/.", "RegularExpression")])]
     t = translate(gateway(), http_route(rules=rules))
     assert [(k, v) for _, _, k, v in entries(t)] == [
-        ("Exact", "/a"), ("RegularExpression", "/r.*"), ("PathPrefix", "/a/b"), ("PathPrefix", "/a"),
-        ("PathPrefix", "/")]
+        ("Exact", "/a"), ("PathPrefix", "/a/b/"), ("RegularExpression", "/r.*"), ("RegularExpression", "/a/b"),
+        ("PathPrefix", "/a"), ("RegularExpression", "/."), ("PathPrefix", "/")]
 
 
 def test_precedence_method_then_header_count_then_query_count():
