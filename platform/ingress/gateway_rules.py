@@ -38,10 +38,11 @@ from platformd.ingress.gateway_model import (
     WeightedBackend,
 )
 
-__all__ = ["Rule", "RuleContext", "grpc_rule", "http_rule", "parse_duration"]
+__all__ = ["GRPC_CONTENT_TYPE", "Rule", "RuleContext", "grpc_rule", "http_rule", "parse_duration"]
 
 _WELL_KNOWN = {"http": 80, "https": 443}
-_GRPC_CONTENT_TYPE = HeaderMatch("content-type", "^application/grpc", True)
+# Every gRPC entry also matches this (and method POST): what makes a request gRPC.
+GRPC_CONTENT_TYPE = HeaderMatch("content-type", "^application/grpc", True)
 _ANY_PATH = PathMatch("PathPrefix", "/")
 
 
@@ -270,7 +271,7 @@ def _grpc_match(raw: Mapping) -> tuple[Match, tuple, list[str]]:
     headers = _header_matches(raw.get("headers"), lower=True)
     regexes += [h.value for h in headers if h.regex]
     key = (0, 0, -len(service), -len(name), -len(headers), 0, 0)
-    return Match(path, (_GRPC_CONTENT_TYPE, *headers), (), "POST"), key, regexes
+    return Match(path, (GRPC_CONTENT_TYPE, *headers), (), "POST"), key, regexes
 
 
 def grpc_rule(index: int, rule: Mapping, ctx: RuleContext) -> Rule:
