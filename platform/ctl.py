@@ -89,6 +89,13 @@ def render_status_table(doc: dict[str, Any]) -> str:
             ("backends", str(ingress.get("backends", "-"))),
             ("endpoints", str(ingress.get("endpoints", "-"))),
         ])
+    gateway = ingress.get("gateway_api") or {}
+    if gateway.get("synced"):
+        out += ["", "gateway api:"]
+        out += _kv([("gateways", str(gateway.get("gateways", 0))), ("httproutes", str(gateway.get("http_routes", 0))),
+                    ("grpcroutes", str(gateway.get("grpc_routes", 0))),
+                    ("not accepted", str(len(gateway.get("not_accepted") or ())))])
+        out += [f"  - {line}" for line in gateway.get("not_accepted") or ()]
     nodeproxy = (comps.get("nodeproxy") or {}).get("status") or {}
     if "nodeproxy" in comps:
         out += ["", "nodeproxy:"]

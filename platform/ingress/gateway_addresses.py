@@ -96,8 +96,9 @@ def assign(gateways: Iterable[tuple[str, Mapping]], pool: tuple[str, ...],
         return out
     in_pool = set(pool)
     taken: set[str] = set()
-    # Explicit requests first, so an older Gateway's sticky address does not
-    # take what a newer Gateway explicitly asked for... unless older asked too.
+    # Explicit requests are served before sticky and free addresses, so an
+    # address a Gateway asks for by name is never given to another one first
+    # (between two that ask for the same address, the older wins).
     pending: list[tuple[str, Mapping]] = []
     for key, gw in gateways:
         requested = _requested(gw)

@@ -129,6 +129,25 @@ class GatewayController:
         finally:
             self.factory.stop()
 
+    def summary(self) -> dict:
+        """What ``/status`` and ``platformctl status`` show: counts of our
+        Gateways and routes, and each one not accepted with its reason."""
+        translation = self._translation
+        if translation is None:
+            return {"synced": False}
+        not_accepted = []
+        groups = (("GatewayClass", translation.classes, lambda s: s.conditions),
+                  ("Gateway", translation.gateways, lambda s: s.conditions),
+                  ("HTTPRoute", translation.http_routes, lambda s: [c for p in s.parents for c in p.conditions]),
+                  ("GRPCRoute", translation.grpc_routes, lambda s: [c for p in s.parents for c in p.conditions]))
+        for kind, statuses, conditions in groups:
+            for key, status in sorted(statuses.items()):
+                bad = next((c for c in conditions(status) if c.type == st.ACCEPTED and not c.status), None)
+                if bad is not None:
+                    not_accepted.append(f"{kind} {key}: {bad.reason}: {bad.message}")
+        return {"synced": True, "gateways": len(translation.gateways), "http_routes": len(translation.http_routes),
+                "grpc_routes": len(translation.grpc_routes), "not_accepted": not_accepted}
+
     def snapshot(self) -> GatewaySnapshot:
         def objects(resource):
             return tuple(self.informers[resource].store.list())

@@ -272,6 +272,8 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     except OSError as exc:
         raise StartError(f"cannot listen on {args.healthz_host}:{args.healthz_port}: {exc.strerror or exc}") from None
     parts.server = server
+    if gateway is not None:
+        server.extra_status["gateway_api"] = gateway.summary
     server.start()
 
     # The elector and the status writer outlive ``stop`` until the status is

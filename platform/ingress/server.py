@@ -111,6 +111,7 @@ class InternalServer:
         self.controller = controller
         self.registry = registry
         self.checks = checks
+        self.extra_status: dict[str, Callable[[], dict]] = {}  # more /status keys (e.g. "gateway_api")
         self._server = _Server((host, port), _Handler)
         self._server.owner = self
         self.port = self._server.server_address[1]
@@ -141,6 +142,7 @@ class InternalServer:
             "ingresses": state.ingresses,
             "backends": state.backends,
             "endpoints": state.endpoints,
+            **{key: part() for key, part in self.extra_status.items()},
         }
 
     def start(self) -> None:

@@ -249,3 +249,23 @@ spec:
         thread.join(5)
         ingress_factory.stop()
         source.close()
+
+
+def test_summary_counts_and_lists_what_is_not_accepted(fake_api, loop):
+    _seed(fake_api)
+    fake_api.create(_clean(http_route("lost", parents=[{"name": "gw", "sectionName": "nope"}])))
+    lp = loop()
+    summary = wait_for(lambda: (s := lp.gateway.summary()).get("http_routes") == 2 and s, what="summary")
+    assert summary == {"synced": True, "gateways": 1, "http_routes": 2, "grpc_routes": 0, "not_accepted": [
+        "HTTPRoute default/lost: NoMatchingParent: Gateway default/gw has no listener with sectionName nope"]}
+
+
+def test_platformctl_shows_gateway_counts_and_reasons():
+    from platformd.ctl import render_status_table
+    doc = {"role": "ingress", "healthy": True, "ready": True, "programs": [], "components": {"ingress": {
+        "healthy": True, "status": {"ingresses": 3, "gateway_api": {
+            "synced": True, "gateways": 1, "http_routes": 2, "grpc_routes": 0,
+            "not_accepted": ["HTTPRoute default/lost: NoMatchingParent: no listener"]}}}}}
+    text = render_status_table(doc)
+    assert "gateway api:" in text and "httproutes:   2" in text and "not accepted: 1" in text
+    assert "  - HTTPRoute default/lost: NoMatchingParent: no listener" in text

@@ -50,6 +50,8 @@ def test_leader_writes_gateway_status_and_follower_does_not(fake_api, ingress_co
                      20, message="route status")
     assert [(p["controllerName"], {c["type"]: c["status"] for c in p["conditions"]}) for p in route] == [
         (CONTROLLER, {"Accepted": "True", "ResolvedRefs": "True"})]
+    summary = first.status()["gateway_api"]
+    assert (summary["gateways"], summary["http_routes"], summary["not_accepted"]) == (1, 1, [])
     second = ingress_controller("--publish-status-address", "192.0.2.2", "--election-id", "gw-status")
     second.wait_ready()
     wait_for(lambda: second.status() and True, 10)
@@ -72,6 +74,7 @@ def test_without_the_crds_one_line_is_logged_and_ingresses_are_served(fake_api, 
         running.wait_ready()
         wait_for(lambda: ((fake_api.get("Ingress", "default", "web") or {}).get("status") or {}).get("loadBalancer", {})
                  .get("ingress") == [{"ip": "192.0.2.1"}], 20, message="Ingress status")
+    assert "gateway_api" not in running.status()
     gateway_lines = [r.getMessage() for r in caplog.records if "Gateway API" in r.getMessage()]
     assert len(gateway_lines) == 1 and "CRDs are not installed" in gateway_lines[0]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "gateway" in r.getMessage().lower()]
