@@ -25,6 +25,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
 
 __all__ = ["Assignment", "assign", "parse_pool"]
@@ -67,13 +68,13 @@ class Assignment:
 
 
 def _requested(gateway: Mapping) -> list[tuple[str, str]]:
-    return [((a.get("type") or "IPAddress"), a.get("value") or "")
-            for a in (gateway.get("spec") or {}).get("addresses") or () if isinstance(a, Mapping)]
+    return [(f.string(a.get("type")) or "IPAddress", f.string(a.get("value")))
+            for a in f.items(f.mapping(gateway.get("spec")).get("addresses"))]
 
 
 def _shown(gateway: Mapping) -> list[str]:
-    return [a.get("value") for a in (gateway.get("status") or {}).get("addresses") or ()
-            if isinstance(a, Mapping) and (a.get("type") or "IPAddress") == "IPAddress"]
+    return [f.string(a.get("value")) for a in f.items(f.mapping(gateway.get("status")).get("addresses"))
+            if (f.string(a.get("type")) or "IPAddress") == "IPAddress"]
 
 
 def _typed(value: str) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from platformd.common.resources import GATEWAY_API_GROUP
+from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_listeners import GatewayState, ListenerState
@@ -46,11 +47,11 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
     """A metav1.LabelSelector against labels (an empty selector matches all)."""
     if not isinstance(selector, Mapping):
         return False
-    for key, value in (selector.get("matchLabels") or {}).items():
+    for key, value in f.mapping(selector.get("matchLabels")).items():
         if labels.get(key) != value:
             return False
-    for expr in selector.get("matchExpressions") or ():
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
+    for expr in f.items(selector.get("matchExpressions")):
+        key, op, values = f.string(expr.get("key")), expr.get("operator"), f.strings(expr.get("values"))
         if op == "In" and labels.get(key) not in values:
             return False
         if op == "NotIn" and key in labels and labels[key] in values:
@@ -69,7 +70,7 @@ def _allows_namespace(listener: ListenerState, gateway: GatewayState, namespace:
     if listener.allowed_from == "All":
         return True
     if listener.allowed_from == "Selector":
-        labels = ((namespaces.get(namespace) or {}).get("metadata") or {}).get("labels") or {}
+        labels = f.mapping(f.mapping(f.mapping(namespaces.get(namespace)).get("metadata")).get("labels"))
         return selector_matches(listener.selector, labels)
     return namespace == gateway.namespace
 
@@ -83,17 +84,14 @@ def _selected(ref: Mapping, gateway: GatewayState) -> list[ListenerState]:
 def attach(route: Mapping, kind: str, gateways: Mapping[str, GatewayState],
            namespaces: Mapping[str, dict]) -> list[ParentResult]:
     """The result for each of the route's parentRefs that names one of ``gateways``."""
-    meta = route.get("metadata") or {}
-    namespace = meta.get("namespace") or ""
-    spec = route.get("spec") or {}
-    route_hostnames = tuple(h for h in spec.get("hostnames") or () if isinstance(h, str))
+    namespace = f.string(f.mapping(route.get("metadata")).get("namespace"))
+    spec = f.mapping(route.get("spec"))
+    route_hostnames = tuple(f.strings(spec.get("hostnames")))
     results = []
-    for ref in spec.get("parentRefs") or ():
-        if not isinstance(ref, Mapping):
-            continue
+    for ref in f.items(spec.get("parentRefs")):
         if (ref.get("group", GATEWAY_API_GROUP), ref.get("kind", "Gateway")) != (GATEWAY_API_GROUP, "Gateway"):
             continue
-        gateway = gateways.get(f"{ref.get('namespace') or namespace}/{ref.get('name', '')}")
+        gateway = gateways.get(f"{f.string(ref.get('namespace')) or namespace}/{f.string(ref.get('name'))}")
         if gateway is None:
             continue
         written = tuple(sorted((k, v) for k, v in ref.items() if isinstance(v, (str, int))))

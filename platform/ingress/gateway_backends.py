@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from platformd.common.resources import GATEWAY_API_GROUP
+from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_grants import Grants, Ref
 from platformd.ingress.gateway_model import WeightedBackend
@@ -35,20 +36,19 @@ class Resolved:
 
 
 def _service_port(service: Mapping, port: int) -> Mapping | None:
-    for entry in (service.get("spec") or {}).get("ports") or ():
-        if isinstance(entry, Mapping) and entry.get("port") == port:
+    for entry in f.items(f.mapping(service.get("spec")).get("ports")):
+        if entry.get("port") == port:
             return entry
     return None
 
 
 def resolve(ref: Mapping, route_kind: str, route_namespace: str, services: Mapping[str, dict],
             grants: Grants) -> Resolved:
-    weight = ref.get("weight", 1)
-    weight = weight if isinstance(weight, int) and weight >= 0 else 1
-    port = ref.get("port") if isinstance(ref.get("port"), int) else 0
-    group, kind = ref.get("group") or "", ref.get("kind") or "Service"
-    namespace = ref.get("namespace") or route_namespace
-    name = ref.get("name") or ""
+    weight = max(0, f.integer(ref.get("weight", 1), 1))
+    port = f.integer(ref.get("port"))
+    group, kind = f.string(ref.get("group")), f.string(ref.get("kind")) or "Service"
+    namespace = f.string(ref.get("namespace")) or route_namespace
+    name = f.string(ref.get("name"))
     key = f"{namespace}/{name}"
     invalid = WeightedBackend(None, port, weight)
 
@@ -65,7 +65,7 @@ def resolve(ref: Mapping, route_kind: str, route_namespace: str, services: Mappi
     service_port = _service_port(service, port)
     if service_port is None:
         return bad(st.R_BACKEND_NOT_FOUND, f"Service {key} has no port {port}")
-    app_protocol = service_port.get("appProtocol") or None
+    app_protocol = f.string(service_port.get("appProtocol")) or None
     if app_protocol and app_protocol.lower() in _UNSUPPORTED.get(route_kind, ()):
         return bad(st.R_UNSUPPORTED_PROTOCOL,
                    f"Service {key} port {port} has appProtocol {app_protocol}, which a {route_kind} cannot use")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_input import SUPPORTED_VERSION
 
@@ -18,7 +19,7 @@ __all__ = ["class_status", "is_ours"]
 
 
 def is_ours(gateway_class: Mapping, controller_name: str) -> bool:
-    return (gateway_class.get("spec") or {}).get("controllerName") == controller_name
+    return f.mapping(gateway_class.get("spec")).get("controllerName") == controller_name
 
 
 def _same_minor(a: str, b: str) -> bool:
@@ -26,7 +27,7 @@ def _same_minor(a: str, b: str) -> bool:
 
 
 def class_status(gateway_class: Mapping, crd_version: str | None) -> st.ClassStatus:
-    generation = int((gateway_class.get("metadata") or {}).get("generation") or 0)
+    generation = f.integer(f.mapping(gateway_class.get("metadata")).get("generation"))
     if crd_version and not _same_minor(crd_version, SUPPORTED_VERSION):
         message = f"Gateway API CRDs {crd_version} are installed; this controller implements {SUPPORTED_VERSION}"
         return st.ClassStatus(generation, (
@@ -34,7 +35,7 @@ def class_status(gateway_class: Mapping, crd_version: str | None) -> st.ClassSta
             st.Condition(st.SUPPORTED_VERSION, False, st.R_UNSUPPORTED_VERSION, message)))
     version = st.Condition(st.SUPPORTED_VERSION, True, st.R_SUPPORTED_VERSION,
                            f"Gateway API {crd_version or SUPPORTED_VERSION} is supported")
-    if (gateway_class.get("spec") or {}).get("parametersRef"):
+    if f.mapping(gateway_class.get("spec")).get("parametersRef"):
         return st.ClassStatus(generation, (
             st.Condition(st.ACCEPTED, False, st.R_INVALID_PARAMETERS,
                          "parametersRef is not supported: this controller takes no parameters"), version))

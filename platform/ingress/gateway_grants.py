@@ -8,8 +8,10 @@ References within one namespace need no grant.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from platformd.ingress import gateway_fields as fields
 
 __all__ = ["Grants", "Ref"]
 
@@ -29,12 +31,14 @@ class Grants:
         # target namespace -> [(from (group, kind, ns) set, to [(group, kind, name or "")])]
         self._by_namespace: dict[str, list[tuple[frozenset, tuple]]] = {}
         for grant in grants:
-            namespace = (grant.get("metadata") or {}).get("namespace") or ""
-            spec = grant.get("spec") or {}
-            sources = frozenset((f.get("group") or "", f.get("kind") or "", f.get("namespace") or "")
-                                for f in spec.get("from") or () if isinstance(f, dict))
-            targets = tuple((t.get("group") or "", t.get("kind") or "", t.get("name") or "")
-                            for t in spec.get("to") or () if isinstance(t, dict))
+            if not isinstance(grant, Mapping):
+                continue
+            namespace = fields.string(fields.mapping(grant.get("metadata")).get("namespace"))
+            spec = fields.mapping(grant.get("spec"))
+            sources = frozenset((fields.string(s.get("group")), fields.string(s.get("kind")),
+                                 fields.string(s.get("namespace"))) for s in fields.items(spec.get("from")))
+            targets = tuple((fields.string(t.get("group")), fields.string(t.get("kind")), fields.string(t.get("name")))
+                            for t in fields.items(spec.get("to")))
             self._by_namespace.setdefault(namespace, []).append((sources, targets))
 
     def permits(self, source: Ref, target: Ref) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from platformd.common.resources import GATEWAY_API_GROUP
 from platformd.ingress import certificates
+from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_addresses import Assignment
 from platformd.ingress.gateway_grants import Grants, Ref
@@ -140,14 +141,12 @@ def _local_port(options: GatewayOptions, port: int, protocol: str) -> tuple[int 
 
 def _route_kinds(listener: Mapping, protocol: str) -> tuple[tuple[tuple[str, str], ...], st.Condition | None]:
     supported = _KINDS.get(protocol, ())
-    asked = ((listener.get("allowedRoutes") or {}).get("kinds"))
+    asked = f.items(f.mapping(listener.get("allowedRoutes")).get("kinds"))
     if not asked:
         return supported, None
     kinds, bad = [], []
     for entry in asked:
-        if not isinstance(entry, Mapping):
-            continue
-        gk = (entry.get("group", GATEWAY_API_GROUP) or "", entry.get("kind") or "")
+        gk = (f.string(entry.get("group", GATEWAY_API_GROUP)), f.string(entry.get("kind")))
         (kinds if gk in supported else bad).append(gk)
     problem = None
     if bad:
@@ -158,19 +157,18 @@ def _route_kinds(listener: Mapping, protocol: str) -> tuple[tuple[tuple[str, str
 
 def _certificates(listener: Mapping, namespace: str, secrets: Mapping[str, dict], grants: Grants,
                   now: float) -> tuple[tuple[str, ...], st.Condition | None]:
-    refs = ((listener.get("tls") or {}).get("certificateRefs")) or ()
+    refs = f.items(f.mapping(listener.get("tls")).get("certificateRefs"))
     usable, problem = [], None
     for ref in refs:
-        if not isinstance(ref, Mapping):
-            continue
-        group, kind = ref.get("group") or "", ref.get("kind") or "Secret"
-        ref_ns = ref.get("namespace") or namespace
-        key = f"{ref_ns}/{ref.get('name', '')}"
+        group, kind = f.string(ref.get("group")), f.string(ref.get("kind")) or "Secret"
+        ref_ns = f.string(ref.get("namespace")) or namespace
+        name = f.string(ref.get("name"))
+        key = f"{ref_ns}/{name}"
         if (group, kind) != ("", "Secret"):
             problem = problem or st.Condition(st.RESOLVED_REFS, False, st.R_INVALID_CERTIFICATE_REF,
                                               f"certificateRef {group}/{kind} {key} is not a core Secret")
             continue
-        if not grants.permits(Ref(GATEWAY_API_GROUP, "Gateway", namespace), Ref("", "Secret", ref_ns, ref.get("name", ""))):
+        if not grants.permits(Ref(GATEWAY_API_GROUP, "Gateway", namespace), Ref("", "Secret", ref_ns, name)):
             problem = problem or st.Condition(st.RESOLVED_REFS, False, st.R_REF_NOT_PERMITTED,
                                               f"certificateRef to Secret {key} is not allowed by a ReferenceGrant")
             continue
@@ -188,11 +186,11 @@ def _certificates(listener: Mapping, namespace: str, secrets: Mapping[str, dict]
 
 def _listener(raw: Mapping, namespace: str, options: GatewayOptions, secrets: Mapping[str, dict],
               grants: Grants, now: float) -> ListenerState:
-    name = str(raw.get("name") or "")
-    port = raw.get("port") if isinstance(raw.get("port"), int) else 0
-    protocol = str(raw.get("protocol") or "")
-    hostname = raw.get("hostname") or None
-    allowed = (raw.get("allowedRoutes") or {}).get("namespaces") or {}
+    name = f.string(raw.get("name"))
+    port = f.integer(raw.get("port"))
+    protocol = f.string(raw.get("protocol"))
+    hostname = f.string(raw.get("hostname")) or None
+    allowed = f.mapping(f.mapping(raw.get("allowedRoutes")).get("namespaces"))
     accepted = st.Condition(st.ACCEPTED, True, st.R_ACCEPTED, "listener is accepted")
     local_port = None
     if protocol not in _KINDS:
@@ -209,7 +207,7 @@ def _listener(raw: Mapping, namespace: str, options: GatewayOptions, secrets: Ma
         resolved = resolved or cert_problem
     return ListenerState(
         name=name, port=port, protocol=protocol, hostname=hostname, local_port=local_port,
-        allowed_from=allowed.get("from") or "Same", selector=allowed.get("selector"),
+        allowed_from=f.string(allowed.get("from")) or "Same", selector=f.mapping(allowed.get("selector")),
         kinds=kinds, secrets=secret_keys, accepted=accepted,
         resolved=resolved or st.Condition(st.RESOLVED_REFS, True, st.R_RESOLVED_REFS, "references resolved"))
 
@@ -217,10 +215,10 @@ def _listener(raw: Mapping, namespace: str, options: GatewayOptions, secrets: Ma
 def evaluate(key: str, gateway: Mapping, assignment: Assignment, options: GatewayOptions,
              secrets: Mapping[str, dict], grants: Grants, now: float) -> GatewayState:
     """The listeners of one of our Gateways, with in-Gateway conflicts marked."""
-    meta = gateway.get("metadata") or {}
-    namespace = meta.get("namespace") or ""
+    meta = f.mapping(gateway.get("metadata"))
+    namespace = f.string(meta.get("namespace"))
     listeners = [_listener(raw, namespace, options, secrets, grants, now)
-                 for raw in (gateway.get("spec") or {}).get("listeners") or () if isinstance(raw, Mapping)]
+                 for raw in f.items(f.mapping(gateway.get("spec")).get("listeners"))]
     first_protocol: dict[int, str] = {}
     for i, lst in enumerate(listeners):
         if not lst.attachable:
@@ -230,7 +228,7 @@ def evaluate(key: str, gateway: Mapping, assignment: Assignment, options: Gatewa
             listeners[i] = replace(lst, conflicted=st.Condition(
                 st.CONFLICTED, True, st.R_PROTOCOL_CONFLICT,
                 f"another listener serves port {lst.port} as {first}"))
-    return GatewayState(key, namespace, meta.get("name") or "", int(meta.get("generation") or 0),
+    return GatewayState(key, namespace, f.string(meta.get("name")), f.integer(meta.get("generation")),
                         assignment, tuple(listeners))
 
 

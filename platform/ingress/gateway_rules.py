@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from platformd.ingress import gateway_backends
+from platformd.ingress import gateway_fields as fields
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_grants import Grants
 from platformd.ingress.gateway_model import (
@@ -73,27 +74,38 @@ def parse_duration(value) -> float | None:
     return seconds or None
 
 
+def _path_modifier(spec: Mapping) -> tuple[str | None, str | None]:
+    """(type, value) of a redirect's or rewrite's ``path``; (None, None) when absent or malformed."""
+    path = fields.mapping(spec.get("path"))
+    kind = path.get("type")
+    if kind not in ("ReplaceFullPath", "ReplacePrefixMatch"):
+        return None, None
+    value = path.get("replaceFullPath") if kind == "ReplaceFullPath" else path.get("replacePrefixMatch")
+    return kind, fields.string(value)
+
+
 def _redirect(spec: Mapping, bind: Bind, prefix: str | None) -> Redirect:
-    scheme = spec.get("scheme") or bind.protocol.lower()
-    port = spec.get("port")
+    asked_scheme = fields.string(spec.get("scheme"))
+    scheme = asked_scheme or bind.protocol.lower()
+    port = fields.integer(spec.get("port"), 0) or None
     if port is None:
-        port = _WELL_KNOWN.get(scheme, bind.listener_port) if spec.get("scheme") else bind.listener_port
+        port = _WELL_KNOWN.get(scheme, bind.listener_port) if asked_scheme else bind.listener_port
     if _WELL_KNOWN.get(scheme) == port:
         port = None
-    path = spec.get("path") or {}
-    kind = path.get("type")
-    value = path.get("replaceFullPath") if kind == "ReplaceFullPath" else path.get("replacePrefixMatch")
-    return Redirect(status=int(spec.get("statusCode") or 302), scheme=scheme,
-                    hostname=spec.get("hostname") or None, port=port, path_kind=kind, path=value,
+    kind, value = _path_modifier(spec)
+    status = fields.integer(spec.get("statusCode"), 302)
+    return Redirect(status=status if status in (301, 302, 303, 307, 308) else 302, scheme=scheme,
+                    hostname=fields.string(spec.get("hostname")) or None, port=port, path_kind=kind, path=value,
                     prefix=prefix if kind == "ReplacePrefixMatch" else None)
 
 
 def _header_matches(entries, lower: bool) -> tuple[HeaderMatch, ...]:
     out = []
-    for entry in entries or ():
-        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-            name = entry["name"].lower() if lower else entry["name"]
-            out.append(HeaderMatch(name, str(entry.get("value", "")), entry.get("type") == "RegularExpression"))
+    for entry in fields.items(entries):
+        name = fields.string(entry.get("name"))
+        if name:
+            out.append(HeaderMatch(name.lower() if lower else name, fields.string(entry.get("value")),
+                                   entry.get("type") == "RegularExpression"))
     return tuple(out)
 
 
@@ -108,33 +120,39 @@ def _bad_regex(patterns) -> str | None:
     return None
 
 
+def _pairs(entries) -> tuple[tuple[str, str], ...]:
+    return tuple((fields.string(h.get("name")), fields.string(h.get("value"))) for h in fields.items(entries)
+                 if fields.string(h.get("name")))
+
+
 def _modifier(spec) -> HeaderModifier | None:
     if not isinstance(spec, Mapping):
         return None
-    pairs = lambda items: tuple((h.get("name", ""), str(h.get("value", ""))) for h in items or ()  # noqa: E731
-                                if isinstance(h, Mapping))
-    return HeaderModifier(set=pairs(spec.get("set")), add=pairs(spec.get("add")),
-                          remove=tuple(str(n) for n in spec.get("remove") or ()))
+    return HeaderModifier(set=_pairs(spec.get("set")), add=_pairs(spec.get("add")),
+                          remove=tuple(fields.strings(spec.get("remove"))))
 
 
 def _cors(spec: Mapping) -> Cors:
-    names = lambda field: tuple(str(v) for v in spec.get(field) or ())  # noqa: E731
-    return Cors(allow_origins=names("allowOrigins"), allow_credentials=bool(spec.get("allowCredentials")),
+    def names(field: str) -> tuple[str, ...]:
+        return tuple(fields.strings(spec.get(field)))
+    return Cors(allow_origins=names("allowOrigins"), allow_credentials=spec.get("allowCredentials") is True,
                 allow_methods=names("allowMethods"), allow_headers=names("allowHeaders"),
-                expose_headers=names("exposeHeaders"), max_age=int(spec.get("maxAge", 5)))
+                expose_headers=names("exposeHeaders"), max_age=max(0, fields.integer(spec.get("maxAge", 5), 5)))
 
 
 def _mirror(spec: Mapping, kind: str, namespace: str, services, grants) -> tuple[Mirror | None, st.Condition | None]:
-    ref = spec.get("backendRef") or {}
+    ref = fields.mapping(spec.get("backendRef"))
     resolved = gateway_backends.resolve({**ref, "weight": 1}, kind, namespace, services, grants)
     if resolved.problem is not None:
         return None, resolved.problem
     numerator, denominator = 100, 100
-    if isinstance(spec.get("percent"), int):
-        numerator = spec["percent"]
-    elif isinstance(spec.get("fraction"), Mapping):
-        numerator = int(spec["fraction"].get("numerator", 0))
-        denominator = int(spec["fraction"].get("denominator", 100)) or 100
+    fraction = fields.mapping(spec.get("fraction"))
+    if "percent" in spec:
+        numerator = fields.integer(spec.get("percent"), 100)
+    elif fraction:
+        numerator = fields.integer(fraction.get("numerator"), 0)
+        denominator = fields.integer(fraction.get("denominator"), 100) or 100
+    numerator = min(max(numerator, 0), denominator)
     backend = resolved.backend
     return Mirror(backend.service, backend.port, numerator, denominator), None
 
@@ -155,42 +173,39 @@ def _filters_and_backends(rule: Mapping, ctx: RuleContext, grpc: bool) -> tuple[
     problems, and why the rule cannot be served (or None)."""
     problems: list[st.Condition] = []
     unsupported = None
-    fields: dict = {"grpc": grpc}
+    action: dict = {"grpc": grpc}
     redirect = None
     mirrors = []
-    for f in rule.get("filters") or ():
-        if not isinstance(f, Mapping):
-            continue
+    for f in fields.items(rule.get("filters")):
         kind = f.get("type")
         if kind == "RequestHeaderModifier":
-            fields["request_headers"] = _modifier(f.get("requestHeaderModifier"))
+            action["request_headers"] = _modifier(f.get("requestHeaderModifier"))
         elif kind == "ResponseHeaderModifier":
-            fields["response_headers"] = _modifier(f.get("responseHeaderModifier"))
+            action["response_headers"] = _modifier(f.get("responseHeaderModifier"))
         elif kind == "RequestRedirect" and not grpc:
-            redirect = f.get("requestRedirect") or {}
+            redirect = fields.mapping(f.get("requestRedirect"))
         elif kind == "URLRewrite" and not grpc:
-            spec = f.get("urlRewrite") or {}
-            path = spec.get("path") or {}
-            value = path.get("replaceFullPath") if path.get("type") == "ReplaceFullPath" else path.get("replacePrefixMatch")
-            fields["rewrite"] = Rewrite(hostname=spec.get("hostname") or None, path_kind=path.get("type"), path=value)
+            spec = fields.mapping(f.get("urlRewrite"))
+            path_kind, value = _path_modifier(spec)
+            action["rewrite"] = Rewrite(hostname=fields.string(spec.get("hostname")) or None,
+                                        path_kind=path_kind, path=value)
         elif kind == "RequestMirror":
-            mirror, problem = _mirror(f.get("requestMirror") or {}, ctx.kind, ctx.namespace, ctx.services, ctx.grants)
+            mirror, problem = _mirror(fields.mapping(f.get("requestMirror")), ctx.kind, ctx.namespace,
+                                      ctx.services, ctx.grants)
             if mirror is not None:
                 mirrors.append(mirror)
             if problem is not None:
                 problems.append(problem)
         elif kind == "CORS" and not grpc:
-            fields["cors"] = _cors(f.get("cors") or {})
+            action["cors"] = _cors(fields.mapping(f.get("cors")))
         else:
             unsupported = unsupported or f"filter {kind} is not supported"
-    fields["mirrors"] = tuple(mirrors)
-    timeouts = rule.get("timeouts") or {}
-    fields["request_timeout"] = parse_duration(timeouts.get("request"))
-    fields["backend_timeout"] = parse_duration(timeouts.get("backendRequest"))
+    action["mirrors"] = tuple(mirrors)
+    timeouts = fields.mapping(rule.get("timeouts"))
+    action["request_timeout"] = parse_duration(timeouts.get("request"))
+    action["backend_timeout"] = parse_duration(timeouts.get("backendRequest"))
     backends: list[WeightedBackend] = []
-    for ref in rule.get("backendRefs") or ():
-        if not isinstance(ref, Mapping):
-            continue
+    for ref in fields.items(rule.get("backendRefs")):
         if ref.get("filters"):
             unsupported = unsupported or "filters on a backendRef are not supported"
         resolved = gateway_backends.resolve(ref, ctx.kind, ctx.namespace, ctx.services, ctx.grants)
@@ -201,23 +216,20 @@ def _filters_and_backends(rule: Mapping, ctx: RuleContext, grpc: bool) -> tuple[
     if redirect is None and not any(b.service for b in backends):
         # No backend that can take traffic (none, all weight 0, all invalid): 500.
         return RouteAction(status=500, grpc=grpc), None, problems, unsupported
-    return RouteAction(backends=tuple(backends), **fields), redirect, problems, unsupported
+    return RouteAction(backends=tuple(backends), **action), redirect, problems, unsupported
 
 
 def http_rule(index: int, rule: Mapping, ctx: RuleContext) -> Rule:
-    raw_matches = rule.get("matches")
-    if raw_matches is None:
-        raw_matches = [{}]
+    raw_matches = fields.items(rule.get("matches")) if "matches" in rule else [{}]
     matches = []
     regexes = []
     for raw in raw_matches:
-        if not isinstance(raw, Mapping):
-            continue
-        path = raw.get("path") or {}
-        path_match = PathMatch(path.get("type") or "PathPrefix", path.get("value") or "/")
+        path = fields.mapping(raw.get("path"))
+        kind = path.get("type") if path.get("type") in ("Exact", "PathPrefix", "RegularExpression") else "PathPrefix"
+        path_match = PathMatch(kind, fields.string(path.get("value")) or "/")
         headers = _header_matches(raw.get("headers"), lower=True)
         query = _header_matches(raw.get("queryParams"), lower=False)
-        method = raw.get("method") or None
+        method = fields.string(raw.get("method")) or None
         regexes += [path_match.value] if path_match.kind == "RegularExpression" else []
         regexes += [h.value for h in headers + query if h.regex]
         key = (1, *_path_order(path_match), 0 if method else 1, -len(headers), -len(query))
@@ -246,16 +258,16 @@ def _path_order(path: PathMatch) -> tuple[int, int, int]:
 
 
 def _replaces_prefix(rule: Mapping) -> bool:
-    for f in rule.get("filters") or ():
+    for f in fields.items(rule.get("filters")):
         for field in ("requestRedirect", "urlRewrite"):
-            if ((f.get(field) or {}).get("path") or {}).get("type") == "ReplacePrefixMatch":
+            if fields.mapping(fields.mapping(f.get(field)).get("path")).get("type") == "ReplacePrefixMatch":
                 return True
     return False
 
 
 def _grpc_match(raw: Mapping) -> tuple[Match, tuple, list[str]]:
-    method = raw.get("method") or {}
-    service, name = method.get("service") or "", method.get("method") or ""
+    method = fields.mapping(raw.get("method"))
+    service, name = fields.string(method.get("service")), fields.string(method.get("method"))
     regexes = []
     if method.get("type") == "RegularExpression":
         regexes = [p for p in (service, name) if p]
@@ -275,12 +287,10 @@ def _grpc_match(raw: Mapping) -> tuple[Match, tuple, list[str]]:
 
 
 def grpc_rule(index: int, rule: Mapping, ctx: RuleContext) -> Rule:
-    raw_matches = rule.get("matches") or [{}]
     matches, regexes = [], []
-    for raw in raw_matches:
-        if isinstance(raw, Mapping):
-            match, key, patterns = _grpc_match(raw)
-            matches.append((match, key))
-            regexes += patterns
+    for raw in fields.items(rule.get("matches")) or [{}]:
+        match, key, patterns = _grpc_match(raw)
+        matches.append((match, key))
+        regexes += patterns
     action, _redirect_spec, problems, unsupported = _filters_and_backends(rule, ctx, grpc=True)
     return Rule(index, tuple(matches), action, None, tuple(problems), unsupported or _bad_regex(regexes))

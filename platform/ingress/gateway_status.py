@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from platformd.ingress import gateway_fields as fields
+
 __all__ = [
     "ClassStatus", "Condition", "GatewayStatus", "ListenerStatus", "ParentStatus", "RouteStatus",
     "not_programmed", "render_class", "render_gateway", "render_route",
@@ -110,7 +112,7 @@ class RouteStatus:
 
 def _condition_dicts(conditions: Iterable[Condition], generation: int, current: Iterable[Mapping],
                      now: str) -> list[dict]:
-    before = {c.get("type"): c for c in current or () if isinstance(c, Mapping)}
+    before = {fields.string(c.get("type")): c for c in fields.items(current)}
     out = []
     for c in conditions:
         status = "True" if c.status else "False"
@@ -136,8 +138,7 @@ def render_class(status: ClassStatus, obj: Mapping, now: str) -> dict:
 
 def render_gateway(status: GatewayStatus, obj: Mapping, now: str) -> dict:
     current = _current(obj)
-    listeners_now = {entry.get("name"): entry for entry in current.get("listeners") or ()
-                     if isinstance(entry, Mapping)}
+    listeners_now = {fields.string(entry.get("name")): entry for entry in fields.items(current.get("listeners"))}
     body = {
         "conditions": _condition_dicts(status.conditions, status.generation, current.get("conditions"), now),
         "listeners": [{
@@ -145,7 +146,7 @@ def render_gateway(status: GatewayStatus, obj: Mapping, now: str) -> dict:
             "supportedKinds": [{"group": g, "kind": k} for g, k in listener.supported_kinds],
             "attachedRoutes": listener.attached_routes,
             "conditions": _condition_dicts(listener.conditions, status.generation,
-                                           (listeners_now.get(listener.name) or {}).get("conditions"), now),
+                                           fields.mapping(listeners_now.get(listener.name)).get("conditions"), now),
         } for listener in status.listeners],
     }
     if status.addresses:
@@ -161,13 +162,13 @@ def _same_parent(a: Mapping, b: Mapping) -> bool:
 
 def render_route(status: RouteStatus, obj: Mapping, controller_name: str, now: str) -> dict:
     current = _current(obj)
-    existing = [p for p in current.get("parents") or () if isinstance(p, Mapping)]
+    existing = fields.items(current.get("parents"))
     others = [p for p in existing if p.get("controllerName") != controller_name]
     ours_now = [p for p in existing if p.get("controllerName") == controller_name]
     parents = []
     for parent in status.parents:
         ref = dict(parent.parent_ref)
-        old = next((p for p in ours_now if _same_parent(p.get("parentRef") or {}, ref)), {})
+        old = next((p for p in ours_now if _same_parent(fields.mapping(p.get("parentRef")), ref)), {})
         parents.append({"parentRef": ref, "controllerName": controller_name,
                         "conditions": _condition_dicts(parent.conditions, status.generation,
                                                        old.get("conditions"), now)})

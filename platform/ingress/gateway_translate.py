@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from platformd.ingress import gateway_addresses, gateway_attach, gateway_classes, gateway_listeners, gcpause
+from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_grants import Grants
@@ -58,19 +59,22 @@ class GatewayTranslation:
 
 
 def _key(obj: Mapping) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name', '')}" if namespace else meta.get("name", "")
+    meta = f.mapping(obj.get("metadata"))
+    namespace, name = f.string(meta.get("namespace")), f.string(meta.get("name"))
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _created(obj: Mapping) -> str:
+    return f.string(f.mapping(obj.get("metadata")).get("creationTimestamp"))
 
 
 def _age_order(objects) -> list[tuple[str, Mapping]]:
-    """(key, object) oldest first; ties by key."""
-    return sorted(((_key(o), o) for o in objects),
-                  key=lambda kv: ((kv[1].get("metadata") or {}).get("creationTimestamp") or "", kv[0]))
+    """(key, object) oldest first; ties by key. Objects that are not objects are skipped."""
+    return sorted(((_key(o), o) for o in objects if isinstance(o, Mapping)), key=lambda kv: (_created(kv[1]), kv[0]))
 
 
 def _generation(obj: Mapping) -> int:
-    return int((obj.get("metadata") or {}).get("generation") or 0)
+    return f.integer(f.mapping(obj.get("metadata")).get("generation"))
 
 
 class _Table:
@@ -119,13 +123,12 @@ def _translate_routes(kind: str, routes, states: Mapping[str, GatewayState], sna
         parents = gateway_attach.attach(route, kind, states, snapshot.namespaces)
         if not parents:
             continue
-        namespace = (route.get("metadata") or {}).get("namespace") or ""
+        namespace = f.string(f.mapping(route.get("metadata")).get("namespace"))
         ctx = RuleContext(kind, namespace, snapshot.services, grants)
-        rules = [make_rule(i, rule, ctx) for i, rule in enumerate((route.get("spec") or {}).get("rules") or ())
-                 if isinstance(rule, Mapping)]
+        rules = [make_rule(i, rule, ctx) for i, rule in enumerate(f.items(f.mapping(route.get("spec")).get("rules")))]
         status = _route_status(route, parents, rules)
         statuses[key] = status
-        created = (route.get("metadata") or {}).get("creationTimestamp") or ""
+        created = _created(route)
         name = f"{kind} {key}"
         for parent, parent_status in zip(parents, status.parents):
             if not parent_status.conditions[0].status:
@@ -170,14 +173,14 @@ def build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> Gat
 
 def _build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> GatewayTranslation:
     classes = {_key(c): gateway_classes.class_status(c, snapshot.crd_version)
-               for c in snapshot.gateway_classes if gateway_classes.is_ours(c, options.controller_name)}
+               for _, c in _age_order(snapshot.gateway_classes) if gateway_classes.is_ours(c, options.controller_name)}
     accepted_classes = {name for name, s in classes.items() if s.conditions[0].status}
     ours = [(k, g) for k, g in _age_order(snapshot.gateways)
-            if (g.get("spec") or {}).get("gatewayClassName") in classes]
+            if f.string(f.mapping(g.get("spec")).get("gatewayClassName")) in classes]
     gateway_statuses: dict[str, st.GatewayStatus] = {}
     serving = []
     for key, gateway in ours:
-        class_name = (gateway.get("spec") or {}).get("gatewayClassName")
+        class_name = f.string(f.mapping(gateway.get("spec")).get("gatewayClassName"))
         if class_name in accepted_classes:
             serving.append((key, gateway))
         else:
