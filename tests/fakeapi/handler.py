@@ -251,12 +251,12 @@ class Handler(BaseHTTPRequestHandler):
         elif len(parts) == 3 and parts[0] == "apis":
             doc = resources.api_resource_list(parts[1], parts[2], api.crds)
         elif parts == ["openapi", "v3"]:
-            doc = openapi.root_document()
+            doc = openapi.root_document(api.crds)
         elif parts[:2] == ["openapi", "v3"] and len(parts) >= 4:
             if parts[2] == "api":
-                doc = openapi.group_version_document("", parts[3])
+                doc = openapi.group_version_document("", parts[3], api.crds)
             elif parts[2] == "apis" and len(parts) == 5:
-                doc = openapi.group_version_document(parts[3], parts[4])
+                doc = openapi.group_version_document(parts[3], parts[4], api.crds)
         elif not parts:
             doc = {"paths": sorted(["/api", "/api/v1", "/apis", "/version", "/healthz"] +
                                    [f"/apis/{g['name']}" for g in resources.api_group_list(api.crds)["groups"]])}

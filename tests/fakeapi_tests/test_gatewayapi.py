@@ -166,3 +166,32 @@ def test_crds_not_installed_means_no_group_and_404():
         with pytest.raises(ValueError, match="CRDs are not installed"):
             srv.set_crds_installed("gateway-api", False)
             srv.create(_route())
+
+
+def test_update_is_defaulted_before_generation_counts(fake_api):
+    created = fake_api.create(_route(parentRefs=[{"name": "g"}], rules=[{"backendRefs": [{"name": "s", "port": 80}]}]))
+    again = _route(parentRefs=[{"name": "g"}], rules=[{"backendRefs": [{"name": "s", "port": 80}]}])
+    again["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    status, body, _ = raw(fake_api, "PUT", f"{GW}/namespaces/default/httproutes/r", again)
+    assert status == 200, body
+    assert body["metadata"]["generation"] == 1
+    assert body["spec"]["rules"][0]["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+
+
+def test_kubectl_applies_gateway_api_manifests(fake_api, tmp_path):
+    import subprocess
+    from pathlib import Path
+    kubectl = Path(__file__).resolve().parents[2] / ".cache" / "tools" / "kubectl"
+    if not kubectl.exists():
+        pytest.skip("kubectl not installed in .cache/tools")
+    manifest = tmp_path / "route.yaml"
+    manifest.write_text("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n"
+                        "metadata: {name: web, namespace: default}\n"
+                        "spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: web, port: 80}]}]}\n")
+    for args in (["apply", "-f", str(manifest)], ["apply", "--server-side", "-f", str(manifest)]):
+        done = subprocess.run([str(kubectl), "--kubeconfig", str(fake_api.kubeconfig), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    route = fake_api.get("HTTPRoute", "default", "web")
+    assert route["metadata"]["generation"] == 1
+    assert route["spec"]["rules"][0]["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
