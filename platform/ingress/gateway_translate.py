@@ -128,25 +128,28 @@ def _translate_routes(kind: str, routes, states: Mapping[str, GatewayState], sna
         rules = [make_rule(i, rule, ctx) for i, rule in enumerate(f.items(f.mapping(route.get("spec")).get("rules")))]
         status = _route_status(route, parents, rules)
         statuses[key] = status
-        created = _created(route)
-        name = f"{kind} {key}"
         for parent, parent_status in zip(parents, status.parents):
             if not parent_status.conditions[0].status:
-                continue
+                continue  # not accepted by this parent: neither counted nor served there
             for attachment in parent.attachments:
                 attached.setdefault((attachment.gateway.key, attachment.listener.name), set()).add((kind, key))
-                bind = attachment.gateway.bind(attachment.listener)
-                if bind is None:
-                    continue
-                for rule in rules:
-                    if rule.unsupported:
-                        continue
-                    action = rule.action_for(bind)
-                    for m, (match, precedence) in enumerate(rule.matches):
-                        entry = RouteEntry(match, action, name, rule.index)
-                        for hostname in attachment.hostnames:
-                            table.add(bind, hostname, (*precedence, created, name, rule.index, m), entry)
+                _place(table, attachment, rules, f"{kind} {key}", _created(route))
     return statuses
+
+
+def _place(table: _Table, attachment: gateway_attach.Attachment, rules: list[Rule], name: str, created: str) -> None:
+    """Put every match of the servable rules under each hostname the attachment serves."""
+    bind = attachment.gateway.bind(attachment.listener)
+    if bind is None:
+        return  # attached, but the listener is not served (conflicted, no certificate, no address)
+    for rule in rules:
+        if rule.unsupported:
+            continue
+        action = rule.action_for(bind)
+        for m, (match, precedence) in enumerate(rule.matches):
+            entry = RouteEntry(match, action, name, rule.index)
+            for hostname in attachment.hostnames:
+                table.add(bind, hostname, (*precedence, created, name, rule.index, m), entry)
 
 
 def _gateway_status(state: GatewayState, attached: Mapping[tuple[str, str], set]) -> st.GatewayStatus:
