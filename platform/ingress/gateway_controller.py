@@ -133,8 +133,9 @@ class GatewayController:
         """What ``/status`` and ``platformctl status`` show: counts of our
         Gateways and routes, and each one not accepted with its reason."""
         translation = self._translation
+        health = self._runner.health()
         if translation is None:
-            return {"synced": False}
+            return {"synced": False, "last_error": health.last_error}
         not_accepted = []
         groups = (("GatewayClass", translation.classes, lambda s: s.conditions),
                   ("Gateway", translation.gateways, lambda s: s.conditions),
@@ -145,8 +146,11 @@ class GatewayController:
                 bad = next((c for c in conditions(status) if c.type == st.ACCEPTED and not c.status), None)
                 if bad is not None:
                     not_accepted.append(f"{kind} {key}: {bad.reason}: {bad.message}")
+        # A failing Gateway sync shows here, not in /healthz: it must not get
+        # the pod restarted while it serves Ingresses.
         return {"synced": True, "gateways": len(translation.gateways), "http_routes": len(translation.http_routes),
-                "grpc_routes": len(translation.grpc_routes), "not_accepted": not_accepted}
+                "grpc_routes": len(translation.grpc_routes), "not_accepted": not_accepted,
+                "last_error": health.last_error}
 
     def snapshot(self) -> GatewaySnapshot:
         def objects(resource):

@@ -257,7 +257,8 @@ def test_summary_counts_and_lists_what_is_not_accepted(fake_api, loop):
     lp = loop()
     summary = wait_for(lambda: (s := lp.gateway.summary()).get("http_routes") == 2 and s, what="summary")
     assert summary == {"synced": True, "gateways": 1, "http_routes": 2, "grpc_routes": 0, "not_accepted": [
-        "HTTPRoute default/lost: NoMatchingParent: Gateway default/gw has no listener with sectionName nope"]}
+        "HTTPRoute default/lost: NoMatchingParent: Gateway default/gw has no listener with sectionName nope"],
+        "last_error": None}
 
 
 def test_platformctl_shows_gateway_counts_and_reasons():
