@@ -11,13 +11,17 @@ The Gateway API kinds are served only where their CRDs are installed:
 logs one line and runs Ingresses only.
 
 Handlers only mark work: any change to a Gateway API object, a Namespace, a
-Service or a Secret asks the ``gateway-sync`` runner for a sync, which reads
-the stores whole (``GatewaySnapshot``), translates (``gateway_translate``),
-hands the table to ``serve`` (the data plane; True when it serves it) and
-publishes the translation with one assignment. Until ``serve`` exists (the
-Lua router is wired in a later step) or while it fails, Gateways report
-``Programmed=False Pending`` -- accepted, not yet served. ``on_translated``
-then wakes the status writer.
+Service or a Secret (or an EndpointSlice of a Service the table uses) asks
+the ``gateway-sync`` runner for a sync, which reads the stores whole
+(``GatewaySnapshot``), translates (``gateway_translate``), lowers the table
+onto the data plane model (``gateway_lowering``), publishes it to the
+``GatewayPlane`` the Ingress controller submits through and asks that
+controller for a sync. Status follows what is served: a Gateway is
+``Programmed=True`` once a configuration holding its version of the table
+was applied (``applied``) and none of its hosts was left out; until then
+(or without a data plane: ``serving`` None) ``Programmed=False Pending``
+with the reason. Each change of that publishes a new translation with one
+assignment and wakes the status writer (``on_translated``).
 """
 
 from __future__ import annotations
@@ -26,13 +30,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from platformd.common import errors, kubeclient, resources
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.common.informer import FuncHandler, Informer, InformerFactory
 from platformd.common.runner import BoundedFrequencyRunner
+from platformd.common.store import index_endpointslice_by_service
+from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
+from platformd.ingress.gateway_dataplane import GatewayPlane
+from platformd.ingress.gateway_lowering import Lowered, lower
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
 from platformd.ingress.gateway_model import GatewayTable
 from platformd.ingress.gateway_translate import GatewayTranslation, build
@@ -42,6 +50,9 @@ __all__ = ["GatewayController", "discover"]
 log = logging.getLogger(__name__)
 
 NOT_SERVED = "the data plane does not serve Gateway API routes yet"
+# The Ingress controller indexes EndpointSlices by Service under this name with
+# the same function; adding it again is a no-op (store.add_indexers).
+_BY_SERVICE = "service"
 
 
 def _input(obj: dict) -> tuple:
@@ -69,24 +80,44 @@ def discover(api_client) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Serving:
+    """How the table reaches the data plane: ``plane`` (the ``GatewayPlane``
+    the Ingress controller submits through), ``trigger()`` (asks that
+    controller for a full sync) and ``slices`` (its EndpointSlice informer,
+    indexed by Service)."""
+
+    plane: GatewayPlane
+    trigger: Callable[[], None]
+    slices: Informer
+
+
+def _services_of(table: GatewayTable) -> frozenset[str]:
+    found = set()
+    for host in table.hosts:
+        for entry in host.entries:
+            found.update(b.service for b in entry.action.backends if b.service)
+            found.update(m.service for m in entry.action.mirrors)
+    return frozenset(found)
+
+
 class GatewayController:
     """See the module docstring.
 
     ``publish_addresses()`` gives the addresses Gateways report without a
-    pool (what the Ingress status shows). ``serve(table)`` (None: nothing
-    serves the table yet) returns whether the data plane now serves it.
+    pool (what the Ingress status shows).
     """
 
     def __init__(self, factory: InformerFactory, options: GatewayOptions, *, services: Informer,
                  secrets: Informer, publish_addresses: Callable[[], tuple[str, ...]] = tuple,
-                 serve: Callable[[GatewayTable], bool] | None = None,
+                 serving: Serving | None = None,
                  on_translated: Callable[[GatewayTranslation], None] | None = None,
                  min_sync_interval: float = 1.0, resync_interval: float = 300.0, retry_interval: float = 5.0,
                  clock: Clock = REAL_CLOCK, wall_clock: Callable[[], float] = time.time) -> None:
         self.factory = factory
         self.options = options
         self._publish_addresses = publish_addresses
-        self._serve = serve
+        self._serving = serving
         self.on_translated = on_translated  # set before run(); called after every sync
         self._wall_clock = wall_clock
         self.informers = {resource: factory.informer(resource)
@@ -96,12 +127,23 @@ class GatewayController:
         self._runner = BoundedFrequencyRunner("gateway-sync", self.sync, min_sync_interval, resync_interval,
                                               retry_interval, clock)
         self._translation: GatewayTranslation | None = None  # replaced whole, never changed
+        self._lock = threading.Lock()  # guards the next three and the publishing of a translation
+        self._built: tuple[GatewayTranslation, Lowered | None, int] | None = None  # last build, its version
+        self._version = 0  # of the last table published to the data plane
+        self._applied = 0  # newest version a successful apply carried
+        self._used_services: frozenset[str] = frozenset()
         mark = lambda *_: self._runner.run()  # noqa: E731 - handlers only mark work
         for informer in self.informers.values():
             informer.add_handler(FuncHandler(
                 add=mark, delete=mark, update=lambda old, new: _input(old) != _input(new) and mark()))
         for informer in (services, secrets):
             informer.add_handler(FuncHandler(add=mark, update=mark, delete=mark))
+        if serving is not None:
+            serving.plane.on_applied = self.applied
+            serving.slices.add_indexers({_BY_SERVICE: index_endpointslice_by_service})
+            mark_slice = lambda obj: (self._uses_slice(obj) and mark())  # noqa: E731
+            serving.slices.add_handler(FuncHandler(add=mark_slice, update=lambda old, new: mark_slice(new),
+                                                   delete=lambda obj: mark_slice(getattr(obj, "obj", obj))))
 
     @property
     def translation(self) -> GatewayTranslation | None:
@@ -164,14 +206,64 @@ class GatewayController:
             namespaces={k: self.informers[resources.NAMESPACES].store.get(k)
                         for k in self.informers[resources.NAMESPACES].store.keys()})
 
+    def _uses_slice(self, obj) -> bool:
+        return any(key in self._used_services for key in index_endpointslice_by_service(obj))
+
     def sync(self) -> None:
-        """Snapshot -> translate -> serve -> publish (see the module docstring)."""
+        """Snapshot -> translate -> lower -> publish (see the module docstring)."""
         options = replace(self.options, publish_addresses=tuple(self._publish_addresses()))
-        translation = build(self.snapshot(), options, self._wall_clock())
-        served = self._serve(translation.table) if self._serve is not None else False
-        if not served:
-            translation = replace(translation, gateways={
-                k: st.not_programmed(s, NOT_SERVED) for k, s in translation.gateways.items()})
-        self._translation = translation
+        snapshot, now = self.snapshot(), self._wall_clock()
+        translation = build(snapshot, options, now)
+        lowered = None
+        if self._serving is not None:
+            slices = self._serving.slices.store
+            lowered = lower(translation.table, http_port=options.http_port, https_port=options.https_port,
+                            services=snapshot.services, secrets=snapshot.secrets, now=now,
+                            slices=lambda key: tuple(slices.by_index(_BY_SERVICE, key)))
+        with self._lock:
+            self._version += 1
+            self._built = (translation, lowered, self._version)
+            self._used_services = _services_of(translation.table)
+        if self._serving is not None:
+            self._serving.plane.publish(self._version, lowered)
+            self._serving.trigger()
+        self._publish()
+
+    def applied(self, version: int) -> None:
+        """A configuration carrying ``version`` of the table is served (GatewayPlane)."""
+        with self._lock:
+            if version <= self._applied:
+                return
+            self._applied = version
+        self._publish()
+
+    def _publish(self) -> None:
+        """Publish the last build with Programmed as served, and wake the status writer."""
+        with self._lock:
+            if self._built is None:
+                return
+            translation, lowered, version = self._built
+            translation = replace(translation, gateways=_programmed(translation, lowered, self._applied >= version))
+            self._translation = translation
         if self.on_translated is not None:
             self.on_translated(translation)
+
+
+def _programmed(translation: GatewayTranslation, lowered: Lowered | None,
+                applied: bool) -> dict[str, st.GatewayStatus]:
+    """Gateway statuses with Programmed as the data plane serves them."""
+    out = {}
+    for key, status in translation.gateways.items():
+        if lowered is None:
+            out[key] = st.not_programmed(status, NOT_SERVED)
+            continue
+        left_out = [s for s in lowered.skipped
+                    if any(bind in s.binds and hostnames.intersect(listener_host, (s.hostname,))
+                           for bind, listener_host in translation.served.get(key, ()))]
+        if left_out:
+            out[key] = st.not_programmed(status, f"host {left_out[0].hostname} is not served: {left_out[0].reason}")
+        elif not applied:
+            out[key] = st.not_programmed(status, "waiting for the data plane to apply the configuration")
+        else:
+            out[key] = status
+    return out

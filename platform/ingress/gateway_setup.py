@@ -22,11 +22,12 @@ import logging
 
 from platformd.common.runner import BoundedFrequencyRunner
 from platformd.ingress.gateway_addresses import parse_pool
-from platformd.ingress.gateway_controller import GatewayController, discover
+from platformd.ingress.gateway_controller import GatewayController, Serving, discover
+from platformd.ingress.gateway_dataplane import GatewayPlane
 from platformd.ingress.gateway_input import DEFAULT_CONTROLLER_NAME, GatewayOptions
 from platformd.ingress.gateway_statuswriter import GatewayStatusWriter
 
-__all__ = ["add_arguments", "create", "options_of", "publish_addresses_of", "status_runner"]
+__all__ = ["add_arguments", "create", "options_of", "publish_addresses_of", "status_runner", "wrap_plane"]
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,20 @@ def options_of(args: argparse.Namespace) -> GatewayOptions:
                           https_port=args.https_port, listener_ports=ports, address_pool=args.gateway_address_pool)
 
 
-def create(args: argparse.Namespace, source, api, factory_class, ingress_controller, publish_addresses):
+def wrap_plane(args: argparse.Namespace, plane):
+    """What the Ingress controller submits through: a ``GatewayPlane`` around
+    ``plane`` (it merges the Gateway routes in), or ``plane`` when off."""
+    return plane if args.gateway_api == "off" else GatewayPlane(plane)
+
+
+def create(args: argparse.Namespace, source, api, factory_class, ingress_controller, publish_addresses,
+           plane: GatewayPlane | None = None):
     """The GatewayController, or None (off, or the CRDs are not installed).
 
     ``factory_class(source, namespace=..., transform=...)`` builds its own
     InformerFactory (see gateway_controller: a failing Gateway API informer
-    must not hold up Ingresses)."""
+    must not hold up Ingresses). ``plane``: the ``GatewayPlane`` the Ingress
+    controller submits through (None: the table is not served)."""
     if args.gateway_api == "off":
         return None
     if api is not None:
@@ -88,8 +97,12 @@ def create(args: argparse.Namespace, source, api, factory_class, ingress_control
             return None
     from platformd.common.informer import drop_field_management
     factory = factory_class(source, namespace=args.watch_namespace, transform=drop_field_management)
+    serving = None
+    if isinstance(plane, GatewayPlane):
+        serving = Serving(plane, ingress_controller.trigger, ingress_controller.slices)
     controller = GatewayController(factory, options_of(args), services=ingress_controller.services,
-                                   secrets=ingress_controller.secrets, publish_addresses=publish_addresses)
+                                   secrets=ingress_controller.secrets, publish_addresses=publish_addresses,
+                                   serving=serving)
     log.info("Gateway API: serving GatewayClasses with controllerName %s", args.gateway_controller_name)
     return controller
 

@@ -45,16 +45,19 @@ class GatewayTranslation:
     """The table to serve and the status each of our objects should show.
 
     Status maps are keyed like the stores ("name" for classes, "ns/name"
-    otherwise) and hold only our objects."""
+    otherwise) and hold only our objects. ``served``: per Gateway, the
+    (bind, listener hostname or "*") of each listener that is served, so a
+    host the data plane leaves out can be traced to its Gateways."""
 
     table: GatewayTable
     classes: Mapping[str, st.ClassStatus] = field(default_factory=dict)
     gateways: Mapping[str, st.GatewayStatus] = field(default_factory=dict)
     http_routes: Mapping[str, st.RouteStatus] = field(default_factory=dict)
     grpc_routes: Mapping[str, st.RouteStatus] = field(default_factory=dict)
+    served: Mapping[str, tuple[tuple[Bind, str], ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("classes", "gateways", "http_routes", "grpc_routes"):
+        for name in ("classes", "gateways", "http_routes", "grpc_routes", "served"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
 
@@ -198,11 +201,11 @@ def _build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> Ga
     attached: dict[tuple[str, str], set] = {}
     http = _translate_routes(HTTP_ROUTE, snapshot.http_routes, by_key, snapshot, grants, table, attached)
     grpc = _translate_routes(GRPC_ROUTE, snapshot.grpc_routes, by_key, snapshot, grants, table, attached)
-    certificates = []
+    certificates, served = [], {}
     for state in states:
         gateway_statuses[state.key] = _gateway_status(state, attached)
-        for lst in state.listeners:
-            bind = state.bind(lst)
-            if bind is not None and lst.protocol == "HTTPS":
-                certificates.append(TlsBinding(bind, lst.hostname or hostnames.ANY, lst.secrets))
-    return GatewayTranslation(table.freeze(certificates), classes, gateway_statuses, http, grpc)
+        binds = [(state.bind(lst), lst) for lst in state.listeners]
+        served[state.key] = tuple((bind, lst.hostname or hostnames.ANY) for bind, lst in binds if bind is not None)
+        certificates += [TlsBinding(bind, lst.hostname or hostnames.ANY, lst.secrets)
+                         for bind, lst in binds if bind is not None and lst.protocol == "HTTPS"]
+    return GatewayTranslation(table.freeze(certificates), classes, gateway_statuses, http, grpc, served)

@@ -256,12 +256,14 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
         if status_runner_ref:
             status_runner_ref[0].run()
 
-    controller = Controller(factory, plane, options, recorder=recorder, configmap_factory=configmap_factory,
+    controller_plane = gateway_setup.wrap_plane(args, plane)  # merges the served Gateway routes in
+    controller = Controller(factory, controller_plane, options, recorder=recorder, configmap_factory=configmap_factory,
                             on_synced=on_synced, metrics=metrics)
     parts.controller = controller
     try:
         gateway = gateway_setup.create(args, source, api, InformerFactory, controller,
-                                       lambda: gateway_setup.publish_addresses_of(args, parts.status))
+                                       lambda: gateway_setup.publish_addresses_of(args, parts.status),
+                                       plane=controller_plane)
     except ValueError as exc:
         raise StartError(str(exc)) from None
     if on_built is not None:
