@@ -95,8 +95,10 @@ def render_status_table(doc: dict[str, Any]) -> str:
         out += _kv([("gateways", str(gateway.get("gateways", 0))), ("httproutes", str(gateway.get("http_routes", 0))),
                     ("grpcroutes", str(gateway.get("grpc_routes", 0))),
                     ("not accepted", str(len(gateway.get("not_accepted") or ()))),
+                    ("hosts not served", str(len(gateway.get("not_served") or ()))),
                     ("last error", str(gateway.get("last_error") or "-"))])
         out += [f"  - {line}" for line in gateway.get("not_accepted") or ()]
+        out += [f"  - host {line}" for line in gateway.get("not_served") or ()]
     nodeproxy = (comps.get("nodeproxy") or {}).get("status") or {}
     if "nodeproxy" in comps:
         out += ["", "nodeproxy:"]

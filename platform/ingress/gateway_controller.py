@@ -190,9 +190,12 @@ class GatewayController:
                     not_accepted.append(f"{kind} {key}: {bad.reason}: {bad.message}")
         # A failing Gateway sync shows here, not in /healthz: it must not get
         # the pod restarted while it serves Ingresses.
+        built = self._built
+        lowered = built[1] if built is not None else None
+        not_served = [f"{s.hostname}: {s.reason}" for s in lowered.skipped] if lowered is not None else []
         return {"synced": True, "gateways": len(translation.gateways), "http_routes": len(translation.http_routes),
                 "grpc_routes": len(translation.grpc_routes), "not_accepted": not_accepted,
-                "last_error": health.last_error}
+                "not_served": not_served, "last_error": health.last_error}
 
     def snapshot(self) -> GatewaySnapshot:
         def objects(resource):

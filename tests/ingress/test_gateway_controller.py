@@ -258,7 +258,7 @@ def test_summary_counts_and_lists_what_is_not_accepted(fake_api, loop):
     summary = wait_for(lambda: (s := lp.gateway.summary()).get("http_routes") == 2 and s, what="summary")
     assert summary == {"synced": True, "gateways": 1, "http_routes": 2, "grpc_routes": 0, "not_accepted": [
         "HTTPRoute default/lost: NoMatchingParent: Gateway default/gw has no listener with sectionName nope"],
-        "last_error": None}
+        "not_served": [], "last_error": None}
 
 
 def test_platformctl_shows_gateway_counts_and_reasons():
@@ -266,7 +266,10 @@ def test_platformctl_shows_gateway_counts_and_reasons():
     doc = {"role": "ingress", "healthy": True, "ready": True, "programs": [], "components": {"ingress": {
         "healthy": True, "status": {"ingresses": 3, "gateway_api": {
             "synced": True, "gateways": 1, "http_routes": 2, "grpc_routes": 0,
-            "not_accepted": ["HTTPRoute default/lost: NoMatchingParent: no listener"]}}}}}
+            "not_accepted": ["HTTPRoute default/lost: NoMatchingParent: no listener"],
+            "not_served": ["hdr.example: header, query parameter and method matches need the router"]}}}}}
     text = render_status_table(doc)
-    assert "gateway api:" in text and "httproutes:   2" in text and "not accepted: 1" in text
+    import re
+    assert "gateway api:" in text and re.search(r"httproutes:\s+2\n", text) and re.search(r"not accepted:\s+1\n", text)
     assert "  - HTTPRoute default/lost: NoMatchingParent: no listener" in text
+    assert "  - host hdr.example: header, query parameter and method matches need the router" in text

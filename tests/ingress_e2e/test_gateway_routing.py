@@ -57,4 +57,6 @@ def test_http_route_is_served_beside_an_ingress_and_programmed(fake_api, ingress
                                        message="Gateway not programmed for hdr.example")
     assert reason == "Pending" and "hdr.example" in message and "header" in message
     assert running.get("/", host="hdr.example").status_code == 404
+    assert running.status()["gateway_api"]["not_served"] == [
+        "hdr.example: header, query parameter and method matches need the router"]
     assert running.get("/api", host="gw.example").text == "legacy"  # the rest keeps serving
