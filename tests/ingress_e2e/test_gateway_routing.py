@@ -60,3 +60,79 @@ def test_http_route_is_served_beside_an_ingress_and_programmed(fake_api, ingress
     assert running.status()["gateway_api"]["not_served"] == [
         "hdr.example: header, query parameter and method matches need the router"]
     assert running.get("/api", host="gw.example").text == "legacy"  # the rest keeps serving
+
+
+def _seed_backends(fake_api, backends, names, namespace="default"):
+    for name in names:
+        fake_api.create(o.service(name, namespace=namespace, port=80))
+        fake_api.create(o.endpoint_slice(name, [backends[name].ip], namespace=namespace))
+
+
+def _route_conditions(fake_api, name, namespace="default"):
+    route = fake_api.get("HTTPRoute", namespace, name) or {}
+    parents = (route.get("status") or {}).get("parents") or []
+    return {c["type"]: (c["status"], c["reason"]) for c in parents[0]["conditions"]} if parents else {}
+
+
+def test_cross_namespace_backend_is_served_only_with_a_reference_grant(fake_api, ingress_controller, netns_backends):
+    from tests.ingress.gateway_objects import grant
+    backends = netns_backends(["web"])
+    fake_api.create(_plain(gateway_class()))
+    fake_api.create(_plain(gateway()))
+    _seed_backends(fake_api, backends, ["web"], namespace="backends")
+    fake_api.create(_plain(http_route(hostnames=["cross.example"], rules=[rule(backend("web", namespace="backends"))])))
+    running = ingress_controller("--publish-status-address", "192.0.2.1")
+    running.wait_ready()
+    wait_for(lambda: _route_conditions(fake_api, "route").get("ResolvedRefs") == ("False", "RefNotPermitted"), 20,
+             message="RefNotPermitted")
+    assert running.get("/", host="cross.example").status_code == 404  # a rule answering 500 is left out
+    created = fake_api.create(grant("backends", "default"))
+    assert created
+    wait_for(lambda: _route_conditions(fake_api, "route").get("ResolvedRefs") == ("True", "ResolvedRefs"), 20,
+             message="ResolvedRefs after the grant")
+    running.wait_served("cross.example", "/", "web", timeout=20)
+
+
+def test_https_listener_serves_the_route_with_its_certificate(fake_api, ingress_controller, netns_backends, tmp_path):
+    import socket
+    import ssl
+
+    from tests.helpers.certs import self_signed
+    from tests.ingress.gateway_objects import https_listener
+    backends = netns_backends(["web"])
+    cert, key = self_signed("secure.example", tmp_path)
+    fake_api.create(o.tls_secret("cert", cert, key))
+    fake_api.create(_plain(gateway_class()))
+    fake_api.create(_plain(gateway(listeners=[https_listener(hostname="secure.example")])))
+    _seed_backends(fake_api, backends, ["web"])
+    fake_api.create(_plain(http_route(rules=[rule(backend("web"))])))
+    running = ingress_controller("--publish-status-address", "192.0.2.1")
+    running.wait_ready()
+    running.wait_served("secure.example", "/", "web", https=True, timeout=20)
+    context = ssl.create_default_context(cadata=cert)
+    with socket.create_connection(("127.0.0.1", running.https_port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="secure.example") as tls:  # verifies the route's certificate
+            assert tls.getpeercert()["subject"] == ((("commonName", "secure.example"),),)
+    # An HTTPS-only host redirects plain HTTP to HTTPS.
+    assert running.get("/", host="secure.example").status_code in (301, 302, 307, 308)
+
+
+def test_listener_hostnames_isolate_routes_and_intersect_route_hostnames(fake_api, ingress_controller, netns_backends):
+    from tests.ingress.gateway_objects import listener
+    backends = netns_backends(["wild", "exact"])
+    fake_api.create(_plain(gateway_class()))
+    fake_api.create(_plain(gateway(listeners=[listener("wild", hostname="*.example.com"),
+                                              listener("exact", hostname="foo.example.com")])))
+    _seed_backends(fake_api, backends, ["wild", "exact"])
+    fake_api.create(_plain(http_route("w", parents=[{"name": "gw", "sectionName": "wild"}],
+                                      hostnames=["bar.example.com", "other.org"], rules=[rule(backend("wild"))])))
+    fake_api.create(_plain(http_route("f", parents=[{"name": "gw", "sectionName": "exact"}],
+                                      rules=[rule(backend("exact"))])))
+    fake_api.create(_plain(http_route("n", hostnames=["nope.org"], rules=[rule(backend("wild"))])))
+    running = ingress_controller("--publish-status-address", "192.0.2.1")
+    running.wait_ready()
+    running.wait_served("bar.example.com", "/", "wild", timeout=20)
+    running.wait_served("foo.example.com", "/", "exact", timeout=20)
+    assert running.get("/", host="other.org").status_code == 404  # not in the listener's hostname
+    wait_for(lambda: _route_conditions(fake_api, "n").get("Accepted") == ("False", "NoMatchingListenerHostname"), 20,
+             message="NoMatchingListenerHostname")
