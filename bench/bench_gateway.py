@@ -9,6 +9,8 @@ Prints, per step, the median and worst of ``--trials`` runs:
 
 * ``build``: ``gateway_translate.build`` of the whole snapshot (what a full
   Gateway sync costs);
+* ``lower``: ``gateway_lowering.lower`` of that table onto the data plane
+  model (the other part of a Gateway sync; endpoints left empty);
 * ``render``: the status bodies of every route and the Gateway
   (``gateway_status.render_*`` against objects without status: the first
   sync after a start);
@@ -16,8 +18,9 @@ Prints, per step, the median and worst of ``--trials`` runs:
   (every later sync; the writer then PATCHes nothing);
 * memory: RSS after building the objects, and the peak (``VmHWM``).
 
-Not measured yet: push to the data plane and route change -> first request
-(the Lua router that serves the table is not wired in; see docs/gateway-api.md).
+Not measured here: push to the data plane and route change -> first request
+(they are the Ingress controller's sync with the lowered Servers merged in;
+meaningful once the reload-free router is merged, see docs/gateway-api.md).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from platformd.ingress import gateway_status as st  # noqa: E402
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot  # noqa: E402
+from platformd.ingress.gateway_lowering import lower  # noqa: E402
 from platformd.ingress.gateway_translate import build  # noqa: E402
 
 GROUP = "gateway.networking.k8s.io"
@@ -100,6 +104,11 @@ def main() -> int:
     entries = sum(len(h.entries) for h in translation.table.hosts)
     print(f"HTTPRoutes {args.routes}: {hosts} hosts, {entries} entries")
     print(f"build               median {med * 1000:8.1f} ms   worst {worst * 1000:8.1f} ms")
+    med, worst, lowered = _timed(lambda: lower(translation.table, http_port=80, https_port=443,
+                                              services=snapshot.services, slices=lambda key: (), secrets={},
+                                              now=time.time()), args.trials)
+    print(f"lower               median {med * 1000:8.1f} ms   worst {worst * 1000:8.1f} ms   "
+          f"{len(lowered.servers)} servers, {len(lowered.skipped)} hosts left out")
     now = "2026-11-24T00:00:00Z"
     by_key = {f"{r['metadata']['namespace']}/{r['metadata']['name']}": r for r in snapshot.http_routes}
 

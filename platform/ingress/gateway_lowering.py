@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from platformd.ingress import certificates, endpoints
+from platformd.ingress import certificates, endpoints, gcpause
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
@@ -173,6 +173,12 @@ def lower(table: GatewayTable, *, http_port: int, https_port: int, services: Map
     """Lower ``table`` (see the module docstring). ``http_port``/``https_port``:
     the data plane's local ports; ``slices(service key)``: its EndpointSlices;
     ``now``: wall-clock seconds (certificate validity)."""
+    with gcpause.paused:  # see gcpause: at 10,000 hosts CPU 0.40 -> 0.35 s (median of 5, process time)
+        return _lower(table, http_port, https_port, services, slices, secrets, now)
+
+
+def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mapping[str, dict],
+           slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float) -> Lowered:
     by_name: dict[str, list[HostRoutes]] = {}
     for host in table.hosts:
         by_name.setdefault(host.hostname, []).append(host)
