@@ -89,16 +89,6 @@ def render_status_table(doc: dict[str, Any]) -> str:
             ("backends", str(ingress.get("backends", "-"))),
             ("endpoints", str(ingress.get("endpoints", "-"))),
         ])
-    gateway = ingress.get("gateway_api") or {}
-    if gateway.get("synced"):
-        out += ["", "gateway api:"]
-        out += _kv([("gateways", str(gateway.get("gateways", 0))), ("httproutes", str(gateway.get("http_routes", 0))),
-                    ("grpcroutes", str(gateway.get("grpc_routes", 0))),
-                    ("not accepted", str(len(gateway.get("not_accepted") or ()))),
-                    ("hosts not served", str(len(gateway.get("not_served") or ()))),
-                    ("last error", str(gateway.get("last_error") or "-"))])
-        out += [f"  - {line}" for line in gateway.get("not_accepted") or ()]
-        out += [f"  - host {line}" for line in gateway.get("not_served") or ()]
     nodeproxy = (comps.get("nodeproxy") or {}).get("status") or {}
     if "nodeproxy" in comps:
         out += ["", "nodeproxy:"]
@@ -110,6 +100,7 @@ def render_status_table(doc: dict[str, Any]) -> str:
             ("virtual servers", str(nodeproxy.get("virtual_servers", "-"))),
             ("real servers", str(nodeproxy.get("real_servers", "-"))),
         ])
+    out += _gateway_api(ingress.get("gateway_api") or {})
     if doc.get("problems"):
         out += ["", "problems:"] + [f"  - {p}" for p in doc["problems"]]
     return "\n".join(out) + "\n"
@@ -128,6 +119,20 @@ def _ago(stamp: Any) -> str:
     if not isinstance(stamp, (int, float)) or stamp <= 0:
         return "never"
     return f"{_duration(max(1, time.time() - stamp))} ago"
+
+
+def _gateway_api(gateway: dict[str, Any]) -> list[str]:
+    """The ingress controller's Gateway API counts, and what is not accepted or not served."""
+    if not gateway.get("synced"):
+        return []
+    out = ["", "gateway api:"]
+    out += _kv([("gateways", str(gateway.get("gateways", 0))), ("httproutes", str(gateway.get("http_routes", 0))),
+                ("grpcroutes", str(gateway.get("grpc_routes", 0))),
+                ("not accepted", str(len(gateway.get("not_accepted") or ()))),
+                ("hosts not served", str(len(gateway.get("not_served") or ()))),
+                ("last error", str(gateway.get("last_error") or "-"))])
+    out += [f"  - {line}" for line in gateway.get("not_accepted") or ()]
+    return out + [f"  - host {line}" for line in gateway.get("not_served") or ()]
 
 
 def cmd_status(args: argparse.Namespace) -> int:

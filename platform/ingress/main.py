@@ -31,7 +31,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from platformd.ingress import gateway_setup
 from platformd.ingress.nginx import NginxTimeouts
 
 log = logging.getLogger("platformd.ingress")
@@ -112,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="full syncs (and so reloads) per second at most (default 0.3)")
     p.add_argument("--allow-snippet-annotations", action="store_true", help="accept *-snippet annotations")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
+    from platformd.ingress import gateway_setup
     gateway_setup.add_arguments(p)
     p.add_argument("--external-nginx", action="store_true",
                    help="nginx is run by a supervisor (platformd nginx): never start it, reload via its pid file")
@@ -256,16 +256,11 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
         if status_runner_ref:
             status_runner_ref[0].run()
 
+    from platformd.ingress import gateway_setup
     controller_plane = gateway_setup.wrap_plane(args, plane)  # merges the served Gateway routes in
     controller = Controller(factory, controller_plane, options, recorder=recorder, configmap_factory=configmap_factory,
                             on_synced=on_synced, metrics=metrics)
     parts.controller = controller
-    try:
-        gateway = gateway_setup.create(args, source, api, InformerFactory, controller,
-                                       lambda: gateway_setup.publish_addresses_of(args, parts.status),
-                                       plane=controller_plane)
-    except ValueError as exc:
-        raise StartError(str(exc)) from None
     if on_built is not None:
         on_built(controller)
     try:
@@ -274,6 +269,12 @@ def run(args: argparse.Namespace, stop: threading.Event, on_built=None) -> int:
     except OSError as exc:
         raise StartError(f"cannot listen on {args.healthz_host}:{args.healthz_port}: {exc.strerror or exc}") from None
     parts.server = server
+    try:
+        gateway = gateway_setup.create(args, source, api, InformerFactory, controller,
+                                       lambda: gateway_setup.publish_addresses_of(args, parts.status),
+                                       plane=controller_plane)
+    except ValueError as exc:
+        raise StartError(str(exc)) from None
     if gateway is not None:
         server.extra_status["gateway_api"] = gateway.summary
     server.start()
