@@ -77,6 +77,7 @@ def render_status_table(doc: dict[str, Any]) -> str:
     out += _table(["PROGRAM", "STATE", "PID", "UPTIME", "RESTARTS"], rows)
     comps = doc.get("components", {})
     ingress = (comps.get("ingress") or {}).get("status") or {}
+    out += _gateway_api(ingress.get("gateway_api") or {})
     if "ingress" in comps:
         out += ["", "ingress:"]
         out += _kv([
@@ -100,7 +101,6 @@ def render_status_table(doc: dict[str, Any]) -> str:
             ("virtual servers", str(nodeproxy.get("virtual_servers", "-"))),
             ("real servers", str(nodeproxy.get("real_servers", "-"))),
         ])
-    out += _gateway_api(ingress.get("gateway_api") or {})
     if doc.get("problems"):
         out += ["", "problems:"] + [f"  - {p}" for p in doc["problems"]]
     return "\n".join(out) + "\n"

@@ -74,7 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ready = owner.ready()
                 self._send(200 if ready else 503, "text/plain", b"ok\n" if ready else b"not ready\n")
             elif path == "/status":
-                self._send(200, "application/json", json.dumps(owner.status(), sort_keys=True).encode())
+                doc = {**owner.status(), **{key: part() for key, part in owner.extra_status.items()}}
+                self._send(200, "application/json", json.dumps(doc, sort_keys=True).encode())
             elif path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(owner.registry))
             else:
@@ -142,7 +143,6 @@ class InternalServer:
             "ingresses": state.ingresses,
             "backends": state.backends,
             "endpoints": state.endpoints,
-            **{key: part() for key, part in self.extra_status.items()},
         }
 
     def start(self) -> None:
