@@ -99,6 +99,7 @@ def render_status_table(doc: dict[str, Any]) -> str:
     out += _table(["PROGRAM", "STATE", "PID", "UPTIME", "RESTARTS"], rows)
     comps = doc.get("components", {})
     ingress = (comps.get("ingress") or {}).get("status") or {}
+    out += _gateway_api(ingress.get("gateway_api") or {})
     if "ingress" in comps:
         out += ["", "ingress:"]
         out += _kv([
@@ -159,6 +160,20 @@ def _ago(stamp: Any) -> str:
     if not isinstance(stamp, (int, float)) or stamp <= 0:
         return "never"
     return f"{_duration(max(1, time.time() - stamp))} ago"
+
+
+def _gateway_api(gateway: dict[str, Any]) -> list[str]:
+    """The ingress controller's Gateway API counts, and what is not accepted or not served."""
+    if not gateway.get("synced"):
+        return []
+    out = ["", "gateway api:"]
+    out += _kv([("gateways", str(gateway.get("gateways", 0))), ("httproutes", str(gateway.get("http_routes", 0))),
+                ("grpcroutes", str(gateway.get("grpc_routes", 0))),
+                ("not accepted", str(len(gateway.get("not_accepted") or ()))),
+                ("hosts not served", str(len(gateway.get("not_served") or ()))),
+                ("last error", str(gateway.get("last_error") or "-"))])
+    out += [f"  - {line}" for line in gateway.get("not_accepted") or ()]
+    return out + [f"  - host {line}" for line in gateway.get("not_served") or ()]
 
 
 def cmd_status(args: argparse.Namespace) -> int:

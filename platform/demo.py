@@ -6,8 +6,8 @@ What it does:
    ``api``; ports 18081-18083, or free ones if those are taken);
 2. copies the manifests of ``examples/demo`` (an IngressClass, three
    Services, their EndpointSlices pointing at the backends, an Ingress with
-   two paths and a canary Ingress) into a scratch folder, with the
-   backends' real ports;
+   two paths and a canary Ingress, and a Gateway with an HTTPRoute) into a
+   scratch folder, with the backends' real ports;
 3. runs ``platformd --role ingress --source <folder>`` (supervisord with
    nginx, the controller and the health server) on unprivileged ports;
    if that does not come up it falls back to ``platformd ingress`` alone and
@@ -222,6 +222,7 @@ def _explain(args: argparse.Namespace, manifests: Path, mode: str, state_dir: Pa
         f"  curl -H 'Host: {HOST}' -H 'X-Canary: always' {url}/ # web-canary (canary by header)",
         f"  for i in $(seq 10); do curl -s -H 'Host: {HOST}' {url}/; done   # ~20% web-canary by weight",
         f"  curl -k --resolve {HOST}:{args.https_port}:127.0.0.1 https://{HOST}:{args.https_port}/   # TLS, default certificate",
+        f"  curl -H 'Host: gateway.demo.local' {url}/api/items  # api, by an HTTPRoute (Gateway API)",
         f"  curl -H 'Host: nothing.local' {url}/                # 404: no such host",
         f"  curl http://127.0.0.1:{args.internal_port}/status          # controller status (JSON)",
         f"  curl http://127.0.0.1:{args.internal_port}/metrics         # Prometheus metrics",

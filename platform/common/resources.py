@@ -87,12 +87,27 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 PODS = Resource("", "v1", "pods", "Pod", True)
 
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+
+# Gateway API (standard channel): served only where its CRDs are installed, so
+# whoever watches these asks discovery first (``GATEWAY_API``).
+GATEWAY_API_GROUP = "gateway.networking.k8s.io"
+GATEWAY_CLASSES = Resource(GATEWAY_API_GROUP, "v1", "gatewayclasses", "GatewayClass", False)
+GATEWAYS = Resource(GATEWAY_API_GROUP, "v1", "gateways", "Gateway", True)
+HTTP_ROUTES = Resource(GATEWAY_API_GROUP, "v1", "httproutes", "HTTPRoute", True)
+GRPC_ROUTES = Resource(GATEWAY_API_GROUP, "v1", "grpcroutes", "GRPCRoute", True)
+# v1beta1 is the version every v1.x CRD bundle serves (v1.6 also serves v1).
+REFERENCE_GRANTS = Resource(GATEWAY_API_GROUP, "v1beta1", "referencegrants", "ReferenceGrant", True)
+GATEWAY_API: tuple[Resource, ...] = (GATEWAY_CLASSES, GATEWAYS, HTTP_ROUTES, GRPC_ROUTES, REFERENCE_GRANTS)
+
 ALL: tuple[Resource, ...] = (
     INGRESSES, INGRESS_CLASSES, SERVICES, ENDPOINT_SLICES, SECRETS,
-    CONFIGMAPS, NODES, LEASES, EVENTS, PODS,
+    CONFIGMAPS, NODES, LEASES, EVENTS, PODS, NAMESPACES, *GATEWAY_API,
 )
 
 _BY_KIND = {(r.api_version, r.kind): r for r in ALL}
+# Manifests may name ReferenceGrant in v1 (same schema): one collection serves both.
+_BY_KIND[(f"{GATEWAY_API_GROUP}/v1", "ReferenceGrant")] = REFERENCE_GRANTS
 
 
 def for_kind(api_version: str, kind: str) -> Resource | None:

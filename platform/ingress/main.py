@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable-svc-external-name", action="store_true",
                    help="refuse Services of type ExternalName as backends (ingress-nginx's flag)")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
+    from platformd.ingress import gateway_setup
+    gateway_setup.add_arguments(p)
     p.add_argument("--external-nginx", action="store_true",
                    help="nginx is run by a supervisor (platformd nginx): never start it, reload via its pid file")
     _webhook_flags(p)
@@ -178,6 +180,7 @@ class _Parts:
     status: object | None = None
     status_runner: object | None = None
     webhook: object | None = None
+    gateway_status_runner: object | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,7 +285,9 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         if status_runner_ref:
             status_runner_ref[0].run()
 
-    controller = Controller(factory, plane, options, recorder=recorder, configmap_factory=configmap_factory,
+    from platformd.ingress import gateway_setup
+    controller_plane = gateway_setup.wrap_plane(args, plane)  # merges the served Gateway routes in
+    controller = Controller(factory, controller_plane, options, recorder=recorder, configmap_factory=configmap_factory,
                             on_synced=on_synced, metrics=metrics)
     parts.controller = controller
     checks = [nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)]
@@ -298,6 +303,14 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     except OSError as exc:
         raise StartError(f"cannot listen on {args.healthz_host}:{args.healthz_port}: {exc.strerror or exc}") from None
     parts.server = server
+    try:
+        gateway = gateway_setup.create(args, source, api, InformerFactory, controller,
+                                       lambda: gateway_setup.publish_addresses_of(args, parts.status),
+                                       plane=controller_plane)
+    except ValueError as exc:
+        raise StartError(str(exc)) from None
+    if gateway is not None:
+        server.extra_status["gateway_api"] = gateway.summary
     server.start()
 
     # The elector and the status writer outlive ``stop`` until the status is
@@ -312,6 +325,13 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
                                         daemon=True))
         threads.append(threading.Thread(target=parts.status_runner.loop, args=(late_stop,), name="status",
                                         daemon=True))
+        if gateway is not None:
+            parts.gateway_status_runner, _writer = gateway_setup.status_runner(args, api, gateway,
+                                                                               parts.elector.is_leader)
+            threads.append(threading.Thread(target=parts.gateway_status_runner.loop, args=(late_stop,),
+                                            name="gateway-status", daemon=True))
+    if gateway is not None:
+        threads.append(threading.Thread(target=gateway.run, args=(stop,), name="gateway-sync", daemon=True))
     for thread in threads:
         thread.start()
     log.info("ingress controller starting (class %s, controller %s, %s)", args.ingress_class,
@@ -381,6 +401,8 @@ def _setup_status(args, api, controller, metrics, parts: _Parts, stop: threading
             metrics.set_leader(args.election_id, value)
             if value and parts.status_runner is not None:
                 parts.status_runner.run()
+            if value and parts.gateway_status_runner is not None:
+                parts.gateway_status_runner.run()
         return callback
 
     elector = LeaderElector(api, namespace, args.election_id, identity,

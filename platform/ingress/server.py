@@ -79,7 +79,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reason = owner.controller.not_applied() or "not ready"
                 self._send(200 if ready else 503, "text/plain", b"ok\n" if ready else (reason + "\n").encode())
             elif path == "/status":
-                self._send(200, "application/json", json.dumps(owner.status(), sort_keys=True).encode())
+                doc = {**owner.status(), **{key: part() for key, part in owner.extra_status.items()}}
+                self._send(200, "application/json", json.dumps(doc, sort_keys=True).encode())
             elif path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(owner.registry))
             else:
@@ -116,6 +117,7 @@ class InternalServer:
         self.controller = controller
         self.registry = registry
         self.checks = checks
+        self.extra_status: dict[str, Callable[[], dict]] = {}  # more /status keys (e.g. "gateway_api")
         self._server = _Server((host, port), _Handler)
         self._server.owner = self
         self.port = self._server.server_address[1]

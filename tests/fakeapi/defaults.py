@@ -13,6 +13,7 @@ import base64
 import copy
 import ipaddress
 
+from . import gatewayapi
 from .errors import ApiError
 from .resources import ResourceType
 
@@ -43,6 +44,8 @@ def apply_defaults(rt: ResourceType, obj: dict, services: list[dict]) -> None:
         obj.setdefault("status", {"phase": "Pending"})
     elif key == ("", "nodes"):
         obj.setdefault("spec", {})
+    elif rt.crd == gatewayapi.CRD_BUNDLE:
+        gatewayapi.apply_defaults(rt, obj)
 
 
 def encode_string_data(secret: dict) -> None:

@@ -45,18 +45,19 @@ class Route:
     legacy_watch: bool
 
 
-def route_resource(group: str, version: str, rest: list[str]) -> Route:
+def route_resource(group: str, version: str, rest: list[str],
+                   crds: frozenset[str] = resources.ALL_CRDS) -> Route:
     legacy_watch = False
     if rest and rest[0] == "watch":
         legacy_watch, rest = True, rest[1:]
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces":
-        candidate = resources.find(group, version, rest[2])
+        candidate = resources.find(group, version, rest[2], crds)
         if candidate is not None and candidate.namespaced:
             namespace, rest = rest[1], rest[2:]
     if not rest:
         raise _not_found_path()
-    rt = resources.find(group, version, rest[0])
+    rt = resources.find(group, version, rest[0], crds)
     if rt is None or len(rest) > 3:
         raise _not_found_path()
     name = rest[1] if len(rest) > 1 else None
@@ -244,21 +245,21 @@ class Handler(BaseHTTPRequestHandler):
         elif parts == ["api", "v1"]:
             doc = resources.api_resource_list("", "v1")
         elif parts == ["apis"]:
-            doc = resources.api_group_list()
+            doc = resources.api_group_list(api.crds)
         elif len(parts) == 2 and parts[0] == "apis":
-            doc = resources.api_group(parts[1])
+            doc = resources.api_group(parts[1], api.crds)
         elif len(parts) == 3 and parts[0] == "apis":
-            doc = resources.api_resource_list(parts[1], parts[2])
+            doc = resources.api_resource_list(parts[1], parts[2], api.crds)
         elif parts == ["openapi", "v3"]:
-            doc = openapi.root_document()
+            doc = openapi.root_document(api.crds)
         elif parts[:2] == ["openapi", "v3"] and len(parts) >= 4:
             if parts[2] == "api":
-                doc = openapi.group_version_document("", parts[3])
+                doc = openapi.group_version_document("", parts[3], api.crds)
             elif parts[2] == "apis" and len(parts) == 5:
-                doc = openapi.group_version_document(parts[3], parts[4])
+                doc = openapi.group_version_document(parts[3], parts[4], api.crds)
         elif not parts:
             doc = {"paths": sorted(["/api", "/api/v1", "/apis", "/version", "/healthz"] +
-                                   [f"/apis/{g['name']}" for g in resources.api_group_list()["groups"]])}
+                                   [f"/apis/{g['name']}" for g in resources.api_group_list(api.crds)["groups"]])}
         if doc is None:
             self._send_text(404, "404 page not found\n")
             return
@@ -267,7 +268,7 @@ class Handler(BaseHTTPRequestHandler):
     def _resource_request(self, user, group: str, version: str, rest: list[str], query: dict,
                           body: bytes) -> None:
         api = self.server.api
-        route = route_resource(group, version, rest)
+        route = route_resource(group, version, rest, api.crds)
         rt, method = route.rt, self.command
         if route.legacy_watch and route.name:
             # /watch/.../{name} is a watch of the collection narrowed to that name.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .resources import ResourceType, group_versions
+from .resources import ALL_CRDS, ResourceType, group_versions
 
 _OPENAPI_VERSION = "3.0.0"
 
@@ -37,8 +37,8 @@ def _operation(rt: ResourceType, action: str) -> dict:
     }
 
 
-def group_version_document(group: str, version: str) -> dict | None:
-    for gv in group_versions():
+def group_version_document(group: str, version: str, crds: frozenset[str] = ALL_CRDS) -> dict | None:
+    for gv in group_versions(crds):
         if gv.group != group or gv.version != version:
             continue
         paths = {}
@@ -60,9 +60,9 @@ def group_version_document(group: str, version: str) -> dict | None:
     return None
 
 
-def root_document() -> dict:
+def root_document(crds: frozenset[str] = ALL_CRDS) -> dict:
     paths = {}
-    for gv in group_versions():
+    for gv in group_versions(crds):
         doc = group_version_document(gv.group, gv.version)
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
         path = _gv_path(gv.group, gv.version)

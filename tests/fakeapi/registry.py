@@ -429,6 +429,8 @@ class Registry:
         if "managedFields" not in new_meta and "managedFields" in old_meta:
             new_meta["managedFields"] = old_meta["managedFields"]  # omitted means "keep"
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if rt.crd is not None:
+            self._default(rt, new)  # CRD schema defaults apply on every write, before generation counts
         if rt.tracks_generation and _content(new) != _content(old):
             new_meta["generation"] = old_meta.get("generation", 1) + 1
         if rt.key() == ("", "secrets"):

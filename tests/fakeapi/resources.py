@@ -21,6 +21,10 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 
+# The CRD bundles a server can have installed (`FakeApiServer(gateway_api=...)`).
+GATEWAY_API = "gateway-api"
+ALL_CRDS = frozenset({GATEWAY_API})
+
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -40,6 +44,7 @@ class ResourceType:
     returns_deleted_object: bool = False  # DELETE answers with the object, not a Success Status
     virtual: bool = False               # create-only, computed answer, nothing stored (reviews)
     token_subresource: bool = False     # serviceaccounts/{name}/token (TokenRequest)
+    crd: str | None = None              # served only while this CRD bundle is installed
 
     @property
     def api_version(self) -> str:
@@ -129,6 +134,16 @@ REGISTRY: tuple[ResourceType, ...] = (
        virtual=True),
     _r("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
        virtual=True),
+    # Gateway API v1.6 standard channel CRDs (defaults and validation: gatewayapi.py).
+    *(_r("gateway.networking.k8s.io", version, plural, kind, namespaced, short_names=short,
+         has_status=plural != "referencegrants", tracks_generation=True,
+         categories=("gateway-api",), crd=GATEWAY_API)
+      for version, plural, kind, namespaced, short in (
+          ("v1", "gatewayclasses", "GatewayClass", False, ("gc",)),
+          ("v1", "gateways", "Gateway", True, ("gtw",)),
+          ("v1", "httproutes", "HTTPRoute", True, ()),
+          ("v1", "grpcroutes", "GRPCRoute", True, ()),
+          ("v1beta1", "referencegrants", "ReferenceGrant", True, ("refgrant",)))),
 )
 
 
@@ -139,17 +154,24 @@ class _GroupVersion:
     resources: list[ResourceType] = field(default_factory=list)
 
 
-def group_versions() -> list[_GroupVersion]:
-    """Group versions in registry order (core first)."""
+def served(rt: ResourceType, crds: frozenset[str] = ALL_CRDS) -> bool:
+    """Whether `rt` is served while the CRD bundles `crds` are installed."""
+    return rt.crd is None or rt.crd in crds
+
+
+def group_versions(crds: frozenset[str] = ALL_CRDS) -> list[_GroupVersion]:
+    """Group versions in registry order (core first), of the types `crds` leaves served."""
     found: dict[tuple[str, str], _GroupVersion] = {}
     for rt in REGISTRY:
+        if not served(rt, crds):
+            continue
         found.setdefault((rt.group, rt.version), _GroupVersion(rt.group, rt.version)).resources.append(rt)
     return list(found.values())
 
 
-def find(group: str, version: str, plural: str) -> ResourceType | None:
+def find(group: str, version: str, plural: str, crds: frozenset[str] = ALL_CRDS) -> ResourceType | None:
     for rt in REGISTRY:
-        if rt.group == group and rt.version == version and rt.plural == plural:
+        if rt.group == group and rt.version == version and rt.plural == plural and served(rt, crds):
             return rt
     return None
 
@@ -195,24 +217,24 @@ def _group_document(group: str, versions: list[str]) -> dict:
     return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
-def api_group_list() -> dict:
+def api_group_list(crds: frozenset[str] = ALL_CRDS) -> dict:
     groups: dict[str, list[str]] = {}
-    for gv in group_versions():
+    for gv in group_versions(crds):
         if gv.group:
             groups.setdefault(gv.group, []).append(gv.version)
     return {"kind": "APIGroupList", "apiVersion": "v1",
             "groups": [_group_document(g, vs) for g, vs in groups.items()]}
 
 
-def api_group(group: str) -> dict | None:
-    versions = [gv.version for gv in group_versions() if gv.group == group and group]
+def api_group(group: str, crds: frozenset[str] = ALL_CRDS) -> dict | None:
+    versions = [gv.version for gv in group_versions(crds) if gv.group == group and group]
     if not versions:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_document(group, versions)}
 
 
-def api_resource_list(group: str, version: str) -> dict | None:
-    for gv in group_versions():
+def api_resource_list(group: str, version: str, crds: frozenset[str] = ALL_CRDS) -> dict | None:
+    for gv in group_versions(crds):
         if gv.group == group and gv.version == version:
             resources = [entry for rt in gv.resources for entry in rt.describe()]
             return {"kind": "APIResourceList", "apiVersion": "v1",

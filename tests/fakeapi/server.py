@@ -21,7 +21,7 @@ from http.server import ThreadingHTTPServer
 
 import yaml
 
-from . import schema
+from . import resources, schema
 from .access import AccessControl
 from .errors import ApiError
 from .faults import Faults
@@ -75,13 +75,16 @@ class FakeApiServer:
 
     def __init__(self, history_limit: int = 1000, rbac: bool = False,
                  bookmark_interval: float = 1.0, port: int = 0, host: str = "127.0.0.1",
-                 tls: bool | None = None, namespace_finalize_delay: float = 1.0):
+                 tls: bool | None = None, namespace_finalize_delay: float = 1.0,
+                 gateway_api: bool = True):
         """`rbac=True` authenticates bearer tokens and authorizes with the stored
         RBAC objects. `tls` (default: same as `rbac`) serves https with a
         self-signed certificate, because kubectl sends tokens only over TLS.
         A deleted namespace stays Terminating for `namespace_finalize_delay`
         seconds before its content and itself are removed (see
-        `finalize_namespaces()` to do it at once)."""
+        `finalize_namespaces()` to do it at once). `gateway_api=False` serves
+        a cluster without the Gateway API CRDs (see `set_crds_installed`)."""
+        self.crds = resources.ALL_CRDS if gateway_api else frozenset()
         self.storage = Storage(history_limit)
         self.registry = Registry(self.storage, self._schedule_namespace_finalizer)
         self.namespace_finalize_delay = namespace_finalize_delay
@@ -213,12 +216,19 @@ class FakeApiServer:
 
     # --- direct access for tests ----------------------------------------------------------
 
-    @staticmethod
-    def _type_of(obj: dict) -> ResourceType:
+    def set_crds_installed(self, bundle: str, installed: bool) -> None:
+        """Install or remove a CRD bundle (e.g. "gateway-api"); objects stay stored."""
+        self.crds = self.crds | {bundle} if installed else self.crds - {bundle}
+
+    def _type_of(self, obj: dict) -> ResourceType:
         try:
-            return resolve(obj["kind"], obj.get("apiVersion"))
+            rt = resolve(obj["kind"], obj.get("apiVersion"))
         except KeyError as e:
             raise ValueError(f"cannot tell the resource type of {obj.get('kind')!r}: {e}") from None
+        if not resources.served(rt, self.crds):
+            raise ValueError(f"no matches for kind {obj['kind']!r} in version {obj.get('apiVersion')!r}"
+                             " (its CRDs are not installed)")
+        return rt
 
     def create(self, obj: dict) -> dict:
         """Create like POST, with two seeding conveniences: a missing namespace is

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from . import gatewayapi
 from .errors import (FieldError, duplicate, forbidden_field, invalid, not_supported, required,
                      too_long, too_many)
 from . import admission
@@ -638,7 +639,7 @@ def validate(rt: ResourceType, obj: dict) -> list[FieldError]:
     check = _BY_KIND.get(rt.key())
     if check is not None:
         errs += check(obj)
-    return errs
+    return errs + gatewayapi.validate(rt, obj)
 
 
 def _load_balancer_status_errors(obj: dict) -> list[FieldError]:
@@ -664,7 +665,7 @@ def _load_balancer_status_errors(obj: dict) -> list[FieldError]:
 def validate_update(rt: ResourceType, old: dict, new: dict) -> list[FieldError]:
     """Rules that compare with the stored object (immutable fields), and the
     status rules (status is only written by updates: create resets it)."""
-    errs = validate(rt, new)
+    errs = validate(rt, new) + gatewayapi.validate_update(rt, old, new)
     if rt.key() in (("", "services"), ("networking.k8s.io", "ingresses")):
         errs += _load_balancer_status_errors(new)
     if rt.key() == ("", "services"):

@@ -43,6 +43,14 @@ def test_demo_starts_and_serves():
             assert c.get("/", headers={"X-Canary": "never"}).text.startswith("web:")  # weight sends 20% to the canary
             assert c.get("/api/items").text.startswith("api:")
             assert c.get("/", headers={"X-Canary": "always"}).text.startswith("web-canary:")
+            # The HTTPRoute beside the Ingresses: the Gateway loop's first table asks the
+            # Ingress controller for a sync, which may wait out --sync-rate-limit.
+            gateway_host = {"Host": "gateway.demo.local"}
+            deadline = time.monotonic() + 15
+            while not c.get("/api/items", headers=gateway_host).text.startswith("api:"):
+                assert time.monotonic() < deadline, "gateway.demo.local never served"
+                time.sleep(0.2)
+            assert c.get("/", headers=gateway_host).text.startswith("web:")
         status = httpx.get(f"http://127.0.0.1:{internal}/status", timeout=5).json()
         assert status["ingresses"] == 2 and status["last_reload_result"] == "ok"
         # Serving can now come before supervisord's startsecs has passed (no

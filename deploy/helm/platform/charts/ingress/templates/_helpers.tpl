@@ -115,6 +115,7 @@ programs of the role. Boolean flags are given bare when on and left out when off
 - --allow-snippet-annotations
 {{- end }}
 {{- include "platform-ingress.webhook.args" . }}
+{{- include "platform-ingress.gatewayArgs" . }}
 {{- range $flag, $value := .Values.extraArgs }}
 {{- if or (eq (toString $value) "") (eq (toString $value) "true") }}
 - {{ printf "--%s" $flag | quote }}

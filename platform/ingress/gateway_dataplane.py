@@ -1,0 +1,90 @@
+"""Serving the lowered Gateway routes: the Ingress controller's data plane,
+with them merged into every configuration it submits.
+
+The Ingress controller owns the one ``DataPlane`` and its sync loop; the
+Gateway loop does not submit configurations of its own (two writers would
+undo each other). ``GatewayPlane`` stands in for the ``DataPlane`` the
+Ingress controller is given: ``submit(config)`` merges the latest lowered
+Gateway Servers, Backends and Certificates (``publish``) into ``config``
+and hands that to the real plane; everything else is the real plane's.
+When a result comes back ok, ``on_applied(version)`` says which published
+version is now served (the Gateway loop turns that into ``Programmed``).
+
+Merging never breaks what the Ingresses serve: a Backend or Certificate the
+configuration already has is kept (an endpoint sync patches the Ingress
+copy, which has the same endpoints); a Gateway Server whose name another
+Server already serves as an alias is left out (and reported); if the merged
+configuration is still refused by validation, the Ingress configuration is
+submitted alone and ``last_error`` says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from platformd.ingress import validate as v
+from platformd.ingress.gateway_lowering import Lowered, merge
+from platformd.ingress.model import Configuration
+
+__all__ = ["GatewayPlane", "extend"]
+
+log = logging.getLogger(__name__)
+
+
+def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tuple[str, ...]]:
+    """``config`` with ``lowered`` merged in, and the Gateway host names left out
+    because another Server already serves them as an alias. Raises
+    ``ValidationError`` when the result is not a valid Configuration."""
+    if not lowered.servers:
+        return config, ()
+    aliases = {alias for server in config.servers for alias in server.aliases}
+    servers = tuple(s for s in lowered.servers if s.hostname not in aliases)
+    left_out = tuple(s.hostname for s in lowered.servers if s.hostname in aliases)
+    backend_names = {b.name for b in config.backends}
+    certificate_ids = {c.id for c in config.certificates}
+    extended = replace(
+        config, servers=merge(config.servers, servers),
+        backends=config.backends + tuple(b for b in lowered.backends if b.name not in backend_names),
+        certificates=config.certificates + tuple(c for c in lowered.certificates if c.id not in certificate_ids))
+    return extended, left_out
+
+
+class GatewayPlane:
+    """See the module docstring. ``plane``: the real ``DataPlane``."""
+
+    def __init__(self, plane, on_applied: Callable[[int], None] | None = None) -> None:
+        self._plane = plane
+        self.on_applied = on_applied
+        self._lock = threading.Lock()
+        self._published: tuple[int, Lowered] = (0, Lowered())  # replaced whole
+        self.last_error: str | None = None
+        self.left_out: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str):
+        return getattr(self._plane, name)
+
+    def publish(self, version: int, lowered: Lowered) -> None:
+        """Merge ``lowered`` into every configuration submitted from now on."""
+        with self._lock:
+            self._published = (version, lowered)
+
+    def submit(self, desired: Configuration):
+        version, lowered = self._published
+        try:
+            merged, self.left_out = extend(desired, lowered)
+            self.last_error = None
+        except v.ValidationError as exc:
+            merged, self.last_error = desired, f"Gateway routes left out: {exc}"
+            log.warning("%s", self.last_error)
+            version = -1  # nothing of the Gateway table is served by this configuration
+        waiter = self._plane.submit(merged)
+
+        def wait(superseded=None):
+            result = waiter(superseded) if superseded is not None else waiter()
+            if result is not None and result.ok and version >= 0 and self.on_applied is not None:
+                self.on_applied(version)
+            return result
+        return wait
