@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from platformd.ingress import certificates, endpoints, gcpause
+from platformd.common import gcpause
+from platformd.ingress import certificates, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding

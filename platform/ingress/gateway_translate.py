@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from platformd.ingress import gateway_addresses, gateway_attach, gateway_classes, gateway_listeners, gcpause
+from platformd.common import gcpause
+from platformd.ingress import gateway_addresses, gateway_attach, gateway_classes, gateway_listeners
 from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
