@@ -128,15 +128,17 @@ def test_scope_matters(rendered):
         assert_exact(docs, "ingress-controller")
 
 
-def test_namespaced_mode_grants_nothing_cluster_wide_but_classes_and_nodes(rendered):
+def test_namespaced_mode_grants_nothing_cluster_wide_but_cluster_scoped_kinds(rendered):
     """#15: with the controller's token, `kubectl get secrets -A` returned another
     namespace's Opaque password; in rbac.scope namespace no ClusterRole names a
-    namespaced resource."""
+    namespaced resource (only classes, nodes and namespace labels)."""
     docs = rendered("ingress-namespaced")
     sa = service_account(docs, "ingress-controller")
     cluster = {(group, resource) for scope, group, resource, _ in rbac.granted(docs, sa, helmtool.NAMESPACE)
                if scope == "cluster"}
-    assert cluster == {("networking.k8s.io", "ingressclasses"), ("", "nodes")}
+    assert cluster == {("networking.k8s.io", "ingressclasses"), ("", "nodes"), ("", "namespaces"),
+                       ("gateway.networking.k8s.io", "gatewayclasses"),
+                       ("gateway.networking.k8s.io", "gatewayclasses/status")}
 
 
 def test_namespaced_mode_without_a_watched_namespace_is_refused(helm, tmp_path):
