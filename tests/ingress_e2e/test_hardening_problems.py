@@ -140,6 +140,8 @@ def test_another_local_user_cannot_reprogram_the_data_plane(fake_api, ingress_co
 
     import pytest
 
+    from platformd.ingress.layout import NginxFiles
+
     if os.geteuid() != 0 or not shutil.which("runuser") or not shutil.which("curl"):
         pytest.skip("needs root, runuser and curl")
     backends = netns_backends(["web"])
@@ -150,7 +152,7 @@ def test_another_local_user_cannot_reprogram_the_data_plane(fake_api, ingress_co
     running = ingress_controller()
     running.wait_ready()
     os.chmod(running.state_dir, 0o755)  # as the issue found it: state directories 0755
-    socket = running.controller.plane.runtime.socket
+    socket = NginxFiles(running.state_dir).socket
     attempt = subprocess.run(
         ["runuser", "-u", "nobody", "--", "curl", "-sS", "--max-time", "5", "--unix-socket", str(socket),
          "-X", "POST", "http://nginx/configuration/backends", "-d", "[]"],
