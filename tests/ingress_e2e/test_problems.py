@@ -213,10 +213,13 @@ def test_a_route_lua_refuses_costs_only_its_ingress(fake_api, ingress_controller
     assert running.status()["last_reload_result"] == "ok"
 
 
-def test_global_settings_nginx_refuses_cost_only_themselves(fake_api, ingress_controller, netns_backends):
+def test_global_settings_nginx_refuses_cost_only_themselves(fake_api, ingress_controller, netns_backends,
+                                                           monkeypatch):
     """A ConfigMap value our validator passes but `nginx -t` refuses: the running
     global settings stay, route changes keep being applied, the ConfigMap gets
-    a Warning Event RefusedByDataPlane."""
+    a Warning Event RefusedByDataPlane. The validator refuses unknown log
+    variables, so that check is switched off to stand for a gap between it and nginx."""
+    monkeypatch.setattr("platformd.ingress.validate.is_nginx_variable", lambda name: True)
     backends = netns_backends(["web"])
     _base(fake_api, backends)
     fake_api.create(o.ingress("good", "good.example", [("/", "web", 80)]))
