@@ -296,7 +296,7 @@ def test_platformctl_finds_the_running_role_with_no_flags(role):
     assert status.returncode == 0, status.stderr
     assert "informers synced: yes" in status.stdout
     backends = ctl("backends")
-    assert backends.returncode == 0 and "default-web-80" in backends.stdout, backends.stderr
+    assert backends.returncode == 0 and "default.web.80" in backends.stdout, backends.stderr
     conf = ctl("conf")
     assert conf.returncode == 0 and "role.test" in conf.stdout
     # Stopped: the pointer goes with the run.
