@@ -298,7 +298,7 @@ def test_platformctl_finds_the_running_role_with_no_flags(role):
     backends = ctl("backends")
     assert backends.returncode == 0 and "default.web.80" in backends.stdout, backends.stderr
     conf = ctl("conf")
-    assert conf.returncode == 0 and "role.test" in conf.stdout
+    assert conf.returncode == 0 and "upstream_balancer" in conf.stdout
     # Stopped: the pointer goes with the run.
     role.stop()
     assert not Path(os.environ["PLATFORM_POINTER"]).exists()
