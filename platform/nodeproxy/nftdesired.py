@@ -109,4 +109,5 @@ class DesiredTable:
             touched.elements.add((set_name, key))
 
     def services(self) -> int:
-        return sum(1 for owner in self._services if owner != FIXED)
+        """How many Services have rules (O(1): read after every sync)."""
+        return len(self._services) - (FIXED in self._services)

@@ -29,7 +29,6 @@ import os
 import re
 import socket
 import struct
-import time
 from typing import Sequence
 
 from .kernel import KernelError
@@ -244,6 +243,7 @@ class NftNetlink(NftCli):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._sock: socket.socket | None = None
+        self._seq = 1
         self.netlink_transactions = 0
 
     def transact(self, ops: Sequence[Op], create_table: bool = False) -> None:
@@ -282,7 +282,10 @@ class NftNetlink(NftCli):
         """One batch; every command asks for an ack, so the answers say
         which one failed. The kernel applies all of them or none."""
         sock = self._socket()
-        seq = int(time.monotonic() * 1000) & 0x7FFFFFFF
+        # Sequence numbers never repeat on this socket, so an answer left
+        # over from an aborted batch cannot be taken for one of this batch.
+        seq = self._seq
+        self._seq = (seq + len(messages) + 2) & 0x3FFFFFFF
         header = struct.Struct("=IHHII")
         begin = struct.pack("!BBH", 0, 0, 10)  # AF_UNSPEC, version 0, res_id NFNL_SUBSYS_NFTABLES
         parts = [header.pack(header.size + len(begin), _BATCH_BEGIN, NLM_F_REQUEST, seq, 0) + begin]

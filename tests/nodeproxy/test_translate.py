@@ -123,3 +123,24 @@ def test_ipv6_slices_parsed_with_their_family_and_unlabelled_or_fqdn_ignored():
     s = endpoint_slice("web", ["10.1.0.1"])
     s["metadata"]["labels"] = {}
     assert parse_slice(s) is None
+
+
+def test_ipvs_mode_serves_the_ipv4_half_of_a_dual_stack_service_and_skips_ipv6_only_ones():
+    svc = service("web", "10.96.0.10", ports=((80, "TCP", 30080),), type="NodePort")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    six = endpoint_slice("web", ["fd00:244::1"], name="web-6")
+    six["addressType"] = "IPv6"
+    opts = Options(hostname="node-a", node_ips=("192.168.1.10",), scheduler="rr")
+    st = service_state(parse_service(svc), [parse_slice(endpoint_slice("web", ["10.1.0.1"])), parse_slice(six)], opts)
+    assert set(st.virtual) == {("TCP", "10.96.0.10", 80), ("TCP", "192.168.1.10", 30080)}
+    assert st.virtual[("TCP", "10.96.0.10", 80)][1] == {RealServer("10.1.0.1", 8080)}
+    only6 = service("v6", "fd00:96::20")
+    assert parse_service(only6)[0].cluster_ips == ("fd00:96::20",)
+    assert service_state(parse_service(only6), [parse_slice(six)], opts).virtual == {}
+
+
+def test_ipv6_addresses_are_kept_in_canonical_form():
+    svc = service("web", "fd00:96:0:0::10")
+    svc["spec"]["externalIPs"] = ["2001:DB8::1"]
+    sp = parse_service(svc)[0]
+    assert sp.cluster_ips == ("fd00:96::10",) and sp.external_ips == ("2001:db8::1",)
