@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from platformd.ingress import gateway_backends
+from platformd.ingress import gateway_backends, pcre
 from platformd.ingress import gateway_fields as fields
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_grants import Grants
@@ -110,13 +110,16 @@ def _header_matches(entries, lower: bool) -> tuple[HeaderMatch, ...]:
 
 
 def _bad_regex(patterns) -> str | None:
-    # Python's re stands in for PCRE here: the few patterns one accepts and the
-    # other refuses are rare, and refusing one early is better than a 500 later.
+    # The Lua router matches these with ngx.re, so Lua's own engine (PCRE,
+    # through ``pcre``) decides what compiles, not Python's re: the two differ
+    # (``(?a)x`` is valid for one only), and a refusal here beats a 500 later.
     for pattern in patterns:
         try:
-            re.compile(pattern)
-        except re.error as exc:
-            return f"regular expression {pattern!r} does not compile: {exc}"
+            error = pcre.compile_error(pcre.LUA, pattern)
+        except pcre.EngineMissing as exc:
+            return f"regular expression {pattern!r} cannot be checked: {exc}"
+        if error is not None:
+            return f"regular expression {pattern!r} does not compile: {error}"
     return None
 
 

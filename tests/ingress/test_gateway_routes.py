@@ -196,6 +196,14 @@ def test_bad_regular_expression_is_unsupported_value():
     assert t.table.hosts == ()
 
 
+def test_a_regular_expression_only_python_accepts_is_unsupported_value():
+    """Lua's engine (PCRE) matches the route, so it decides: ``(?a)`` is valid
+    for Python's re, not for PCRE."""
+    t = translate(gateway(), http_route(rules=[rule(matches=[path("/(?a)x", "RegularExpression")])]))
+    assert parent_conditions(t)["Accepted"] == (False, "UnsupportedValue")
+    assert t.table.hosts == ()
+
+
 def test_one_unsupported_rule_is_dropped_and_reported_partially_invalid():
     rules = [rule(matches=[path("/ok")]), rule(matches=[path("/x")], filters=[
         {"type": "ExtensionRef", "extensionRef": {"group": "acme.io", "kind": "Thing", "name": "t"}}])]
