@@ -258,8 +258,8 @@ function M.match(host, uri)
   end
   local regex = host.regex
   if regex ~= nil then
-    -- Longest first: a regex wins only over a shorter Prefix path (a
-    -- Prefix wins a tie, view order of ingress-nginx's regex hosts).
+    -- Longest first: a regex wins only over a shorter Prefix path; a
+    -- Prefix wins a tie (the order ingress-nginx gives use-regex hosts).
     local beat = location and location.length or 0
     local find = M.regex_find
     for i = 1, #regex do
@@ -407,7 +407,7 @@ local function rewrite(location, policy)
   end
 end
 
-local function limits(routes, location, policy)
+local function limits(location, policy)
   local addr = ngx_var.binary_remote_addr
   if policy.rps > 0 and not limit.request(location.zone .. "r" .. addr, policy.rps, policy.burst) then
     return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
@@ -497,7 +497,7 @@ function M.route(lane)
     rewrite(location, policy)
   end
   if policy.rps > 0 or policy.connections > 0 then
-    limits(routes, location, policy)
+    limits(location, policy)
   end
   if (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
     return ngx.exit(ngx.HTTP_FORBIDDEN)

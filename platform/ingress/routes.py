@@ -156,6 +156,11 @@ def _zone(host: str, path: str) -> str:
     return hashlib.sha256(f"{host}\x00{path}".encode()).hexdigest()[:16]
 
 
+# Distinct settings remembered before the policy table starts afresh (it
+# only grows while the global settings stay; ~1 KB each).
+_POLICY_LIMIT = 1 << 16
+
+
 class _Policies:
     """Policy ids by settings: equal settings share one policy (most routes
     have none of their own). Keyed by the settings objects' values."""
@@ -264,7 +269,8 @@ class RouteTable:
         settings = config.settings
         with self._lock:
             recent, policies = self._recent, self._policies
-            if policies is None or not (self._settings is settings or self._settings == settings):
+            if (policies is None or len(policies.by_key) > _POLICY_LIMIT
+                    or not (self._settings is settings or self._settings == settings)):
                 recent, policies = (), _Policies(settings)
         hosts: dict[str, dict] = {}
         used_policies: dict[str, dict] = {}
