@@ -57,6 +57,14 @@ local M = {}
 -- the largest payload inside the 64 MiB dict during a swap.
 M.MAX_BODY_BYTES = 32 * 1024 * 1024
 M.SECTIONS = { backends = true, certificates = true, routes = true }
+-- The route table comes in shards (sections routes_0 .. routes_<n-1>, hosts
+-- by crc32 of the name, platformd.ingress.routes), so a route change posts,
+-- validates and decodes one shard, not the whole table. The section
+-- "routes" says how many there are; it must be this many (400 otherwise).
+M.ROUTE_SHARDS = 16
+for i = 0, M.ROUTE_SHARDS - 1 do
+  M.SECTIONS["routes_" .. i] = true
+end
 -- Longest chain of deltas a base carries (409 beyond: post the whole set).
 -- The client compacts well before this (platformd.ingress.render,
 -- COMPACT_AFTER); this only bounds what a fresh worker has to replay.
@@ -263,11 +271,12 @@ function M.certificates()
   end
 end
 
---- `version, routes` as posted (validated then; JSON nulls are cjson.null),
--- nil when none. Not validated again: each worker decodes a new version
--- (~30 ms at 10,000 Ingresses) and router.lua compiles hosts as requested.
-function M.routes()
-  local version, raw = read_raw("routes")
+--- `version, data` of a routes section ("routes" or "routes_<n>") as posted
+-- (validated then; JSON nulls are cjson.null), nil when none. Not validated
+-- again: a worker decodes what changed and router.lua compiles hosts as
+-- requested.
+function M.routes(section)
+  local version, raw = read_raw(section or "routes")
   if raw == nil then
     return version, nil
   end
@@ -508,8 +517,17 @@ end
 local VALIDATORS = {
   backends = schema.validate_backends,
   certificates = schema.validate_certificates,
-  routes = schema.validate_routes,
+  routes = function(data, deps)
+    local meta, err = schema.validate_routes_meta(data, deps)
+    if meta ~= nil and meta.shards ~= M.ROUTE_SHARDS then
+      return nil, "data.shards: this data plane has " .. M.ROUTE_SHARDS .. " route shards"
+    end
+    return meta, err
+  end,
 }
+for i = 0, M.ROUTE_SHARDS - 1 do
+  VALIDATORS["routes_" .. i] = schema.validate_routes_shard
+end
 
 local function post(section)
   local raw, status, problem = read_body()

@@ -180,28 +180,59 @@ local function lazy(raw, compile, ...)
   end })
 end
 
---- `data` (as posted: validated by util/schema validate_routes) -> the compiled table.
-function M.compile(data)
+--- One shard's `data` ({hosts, policies}, as posted) -> {hosts = lazily compiled}.
+function M.compile_shard(data)
+  if data == nil then
+    return { hosts = {} }
+  end
+  return { hosts = lazy(data.hosts, compile_host, lazy(data.policies, compile_policy)) }
+end
+
+-- Which shard serves a host name: crc32 of the name modulo the count, as
+-- platformd.ingress.routes.shard_of computes it.
+M.hash = ngx and ngx.crc32_short
+
+--- `meta` (section "routes": catch-all, HSTS, ssl-redirect, shard count) and
+-- the compiled shards -> the compiled table. Its `hosts` finds a name in its
+-- shard and remembers what it found (not misses: any Host header may come).
+function M.assemble(meta, shards)
   local compiled = {
     hosts = {},
     default = { exact = {}, prefix = {}, longest = 0 },
     hsts = nil,
     ssl_code = 308,
     port_suffix = "",
-    not_found = nil,
   }
-  if data == nil then
+  if meta == nil then
     return compiled
   end
-  local policies = lazy(data.policies, compile_policy)
-  compiled.hsts = data.hsts ~= "" and data.hsts or nil
-  compiled.ssl_code = data.ssl_redirect.code
-  if data.ssl_redirect.port ~= 443 then
-    compiled.port_suffix = ":" .. data.ssl_redirect.port
+  compiled.hsts = meta.hsts ~= "" and meta.hsts or nil
+  compiled.ssl_code = meta.ssl_redirect.code
+  if meta.ssl_redirect.port ~= 443 then
+    compiled.port_suffix = ":" .. meta.ssl_redirect.port
   end
-  compiled.hosts = lazy(data.hosts, compile_host, policies)
-  compiled.default = compile_host(data.default, policies)
+  compiled.default = compile_host(meta.default, lazy(meta.policies, compile_policy))
+  local count = #shards
+  local hash = M.hash
+  compiled.hosts = setmetatable({}, { __index = function(t, name)
+    local shard = shards[count == 1 and 1 or hash(name) % count + 1]
+    local host = shard and shard.hosts[name]
+    if host ~= nil then
+      rawset(t, name, host)
+    end
+    return host
+  end })
   return compiled
+end
+
+--- The whole table in one (`data` as util/schema validate_routes reads it:
+-- hosts, default, policies, hsts, ssl_redirect) -> the compiled table. For
+-- specs and tools; nginx assembles shards (see `current`).
+function M.compile(data)
+  if data == nil then
+    return M.assemble(nil, {})
+  end
+  return M.assemble(data, { M.compile_shard(data) })
 end
 
 --- The host entry serving `name` (lower-case, no port).
@@ -258,8 +289,8 @@ function M.match(host, uri)
   end
   local regex = host.regex
   if regex ~= nil then
-    -- Longest first: a regex wins only over a shorter Prefix path (a
-    -- Prefix wins a tie, view order of ingress-nginx's regex hosts).
+    -- Longest first: a regex wins only over a shorter Prefix path; a
+    -- Prefix wins a tie (the order ingress-nginx gives use-regex hosts).
     local beat = location and location.length or 0
     local find = M.regex_find
     for i = 1, #regex do
@@ -279,8 +310,11 @@ end
 -- nginx glue
 ---------------------------------------------------------------------------
 
-local state = { version = -1, routes = M.compile(nil) }
+-- This worker's table: the meta section and each shard follow their own
+-- version, so a change decodes only the shards it touched.
+local state = { meta_version = -1, meta = nil, versions = {}, shards = {}, routes = M.compile(nil) }
 local seen_changes = nil -- as in balancer.refresh: skip the dict while no POST came
+local SHARD_SECTIONS -- "routes_0" .. : built once, not per check
 
 local function current()
   local changes = changes_now()
@@ -288,9 +322,27 @@ local function current()
     return state.routes
   end
   local configuration = require("configuration")
-  if configuration.version("routes") ~= state.version then
-    local version, data = configuration.routes()
-    state = { version = version, routes = M.compile(data) }
+  if SHARD_SECTIONS == nil then
+    SHARD_SECTIONS = {}
+    for i = 1, configuration.ROUTE_SHARDS do
+      SHARD_SECTIONS[i] = "routes_" .. (i - 1)
+    end
+  end
+  local changed = false
+  local version = configuration.version("routes")
+  if version ~= state.meta_version then
+    local _, data = configuration.routes("routes")
+    state.meta, state.meta_version, changed = data, version, true
+  end
+  for i, section in ipairs(SHARD_SECTIONS) do
+    version = configuration.version(section)
+    if version ~= state.versions[i] then
+      local _, data = configuration.routes(section)
+      state.shards[i], state.versions[i], changed = M.compile_shard(data), version, true
+    end
+  end
+  if changed then
+    state.routes = M.assemble(state.meta, state.shards)
   end
   seen_changes = changes
   return state.routes
@@ -407,7 +459,7 @@ local function rewrite(location, policy)
   end
 end
 
-local function limits(routes, location, policy)
+local function limits(location, policy)
   local addr = ngx_var.binary_remote_addr
   if policy.rps > 0 and not limit.request(location.zone .. "r" .. addr, policy.rps, policy.burst) then
     return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
@@ -497,7 +549,7 @@ function M.route(lane)
     rewrite(location, policy)
   end
   if policy.rps > 0 or policy.connections > 0 then
-    limits(routes, location, policy)
+    limits(location, policy)
   end
   if (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
     return ngx.exit(ngx.HTTP_FORBIDDEN)

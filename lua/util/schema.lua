@@ -566,6 +566,67 @@ local function check_host(value, path, deps, policies)
   return host
 end
 
+local function check_policies(data, deps, out)
+  for id, policy in pairs(required(data, "policies", "data", deps, opt_object)) do
+    if type(id) ~= "string" or not id:match(POLICY_ID) then
+      fail("data.policies", "must be keyed by hex ids")
+    end
+    out[id] = check_route_policy(policy, "data.policies[" .. id .. "]", deps)
+  end
+  return out
+end
+
+local function check_hosts(data, deps, policies, out)
+  for name, host in pairs(required(data, "hosts", "data", deps, opt_object)) do
+    local path = "data.hosts[" .. tostring(name) .. "]"
+    if type(name) ~= "string" then
+      fail(path, "must be keyed by host name")
+    end
+    local bare = name:match("^%*%.(.+)$") or name
+    if #name > 253 or not bare:match(HOSTNAME) or name ~= name:lower() then
+      fail(path, "must be a lower-case host name or *.<domain>")
+    end
+    out[name] = check_host(host, path, deps, policies)
+  end
+  return out
+end
+
+--- `data` of section "routes": what is not per host (the catch-all, the
+-- HSTS value, the ssl-redirect settings) and how many shards the hosts are in.
+function M.validate_routes_meta(data, deps)
+  return protect(function()
+    if type(data) ~= "table" then
+      fail("data", "must be an object")
+    end
+    local redirect = required(data, "ssl_redirect", "data", deps, opt_object)
+    local out = {
+      policies = check_policies(data, deps, {}),
+      hsts = required(data, "hsts", "data", deps, opt_string),
+      shards = required(data, "shards", "data", deps, opt_integer, 1, 4096),
+      ssl_redirect = {
+        code = required(redirect, "code", "data.ssl_redirect", deps, opt_integer, 301, 308),
+        port = required(redirect, "port", "data.ssl_redirect", deps, opt_integer, 1, 65535),
+      },
+    }
+    if not REDIRECT_CODES[out.ssl_redirect.code] or out.ssl_redirect.code == 303 then
+      fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
+    end
+    out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
+    return out
+  end)
+end
+
+--- `data` of a section "routes_<n>": the hosts of one shard with the policies they use.
+function M.validate_routes_shard(data, deps)
+  return protect(function()
+    if type(data) ~= "table" then
+      fail("data", "must be an object")
+    end
+    local policies = check_policies(data, deps, {})
+    return { policies = policies, hosts = check_hosts(data, deps, policies, {}) }
+  end)
+end
+
 --- `data`: the route table (platformd.ingress.routes; docs/architecture.md).
 -- Strict: every field the router reads is checked, so it never guesses.
 function M.validate_routes(data, deps)

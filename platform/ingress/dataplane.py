@@ -396,7 +396,7 @@ class DataPlane:
             try:
                 sent = self._push(dynamic_sections(desired), master)
             except LuaRejected as exc:
-                if isinstance(exc, (LuaConflict, LuaTooLarge)) or exc.section not in _ISOLATED:
+                if isinstance(exc, (LuaConflict, LuaTooLarge)) or not _isolated(exc.section):
                     raise
                 desired, isolated = self._isolate(desired, exc)
                 refused += isolated
@@ -415,7 +415,7 @@ class DataPlane:
         bisection with validate-only POSTs: about k·log2(n) checks for k bad
         objects among n. Raises ``exc`` when leaving them out does not help
         (the refusal is not any one object's)."""
-        field = "servers" if exc.section == "routes" else "backends"
+        field = "backends" if exc.section == "backends" else "servers"
         items = getattr(desired, field)
 
         def refusal(subset) -> str | None:
@@ -560,8 +560,10 @@ class DataPlane:
         return True
 
 
-# Sections whose refusal is isolated to the objects responsible.
-_ISOLATED = ("routes", "backends")
+def _isolated(section: str) -> bool:
+    """Whether a refusal of ``section`` is isolated to the objects responsible
+    (backends, or the servers of a routes shard)."""
+    return section == "backends" or section.startswith("routes_")
 
 # A checksum read that failed (not a foreign change).
 _UNREADABLE = object()

@@ -45,6 +45,8 @@ import json
 import operator
 import re
 import threading
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from platformd.ingress import validate as v
@@ -59,7 +61,7 @@ from platformd.ingress.model import (
     prefix_base,
 )
 
-__all__ = ["RouteTable", "payload"]
+__all__ = ["SHARDS", "RouteTable", "payload", "shard_of"]
 
 _LANES = {
     BackendProtocol.GRPC: "@platform_grpc",
@@ -156,6 +158,11 @@ def _zone(host: str, path: str) -> str:
     return hashlib.sha256(f"{host}\x00{path}".encode()).hexdigest()[:16]
 
 
+# Distinct settings remembered before the policy table starts afresh (it
+# only grows while the global settings stay; ~1 KB each).
+_POLICY_LIMIT = 1 << 16
+
+
 class _Policies:
     """Policy ids by settings: equal settings share one policy (most routes
     have none of their own). Keyed by the settings objects' values."""
@@ -227,6 +234,18 @@ def _default_entry(config: Configuration, policies: _Policies) -> tuple[dict[str
     return _host("_", locations, policies, hsts=False)
 
 
+# Hosts are shipped in this many sections (routes_0 ..), each host in the
+# one its name's crc32 picks (lua/router.lua looks it up the same way): a
+# route change re-encodes, posts and makes workers decode one shard, about
+# 170 KB at 10,000 Ingresses instead of 2.7 MB. lua/configuration.lua's
+# ROUTE_SHARDS must be the same (it refuses other counts).
+SHARDS = 16
+
+
+def shard_of(name: str) -> int:
+    return zlib.crc32(name.encode()) % SHARDS
+
+
 class RouteTable:
     """Builds the routes payload, reusing the entry of each unchanged Server object.
 
@@ -244,12 +263,51 @@ class RouteTable:
         self._policies: _Policies | None = None
         # The inputs and result of the last build: an endpoint change makes a
         # new Configuration with the same servers tuple, and gets the same
-        # payload object back (callers cache what they derive by identity).
-        self._last: tuple[tuple, dict[str, Any]] | None = None
+        # objects back (callers cache what they derive by identity).
+        self._last: tuple[tuple, _Table] | None = None
+        # Per shard: its (name, entry) pairs and payload, reused while the same.
+        self._shards: list[tuple[tuple, dict[str, Any]] | None] = [None] * SHARDS
+        self._meta: tuple[tuple, dict[str, Any]] | None = None
 
     def payload(self, config: Configuration) -> dict[str, Any]:
-        """The routes section of ``config``. The same object while the servers,
-        catch-all and settings are the same objects; callers must not modify it."""
+        """The whole table of ``config`` in one (docs/architecture.md). Callers must not modify it."""
+        table = self._table(config)
+        hosts = {name: entry for name, (entry, _) in table.hosts.items()}
+        policies = dict(table.default_policies)
+        for _, used in table.hosts.values():
+            policies.update(used)
+        return {"hosts": hosts, "default": table.default, "policies": policies,
+                "hsts": table.hsts, "ssl_redirect": table.ssl_redirect}
+
+    def sections(self, config: Configuration) -> tuple[dict[str, Any], ...]:
+        """The payloads of "routes" (the meta section) and "routes_0" .. in order.
+        A shard whose hosts are the same entries is the same object as last
+        time, so it is encoded once (render) and not pushed again (decide)."""
+        table = self._table(config)
+        grouped: list[list[tuple[str, dict, dict]]] = [[] for _ in range(SHARDS)]
+        for name, (entry, used) in table.hosts.items():
+            grouped[shard_of(name)].append((name, entry, used))
+        out = []
+        with self._lock:
+            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()))
+            if self._meta is None or self._meta[0] != meta_key:
+                self._meta = (meta_key, {"default": table.default, "policies": table.default_policies,
+                                         "hsts": table.hsts, "ssl_redirect": table.ssl_redirect,
+                                         "shards": SHARDS}, table.default)
+            out.append(self._meta[1])
+            for index, members in enumerate(grouped):
+                key = tuple((name, id(entry)) for name, entry, _ in members)
+                last = self._shards[index]
+                if last is None or last[0] != key:
+                    policies: dict[str, dict] = {}
+                    for _, _, used in members:
+                        policies.update(used)
+                    last = self._shards[index] = (key, {"hosts": {name: entry for name, entry, _ in members},
+                                                        "policies": policies}, members)
+                out.append(last[1])
+        return tuple(out)
+
+    def _table(self, config: Configuration) -> "_Table":
         inputs = (config.servers, config.default_server_locations, config.default_backend, config.settings)
         with self._lock:
             last = self._last
@@ -260,14 +318,14 @@ class RouteTable:
             self._last = (inputs, result)
         return result
 
-    def _build(self, config: Configuration) -> dict[str, Any]:
+    def _build(self, config: Configuration) -> "_Table":
         settings = config.settings
         with self._lock:
             recent, policies = self._recent, self._policies
-            if policies is None or not (self._settings is settings or self._settings == settings):
+            if (policies is None or len(policies.by_key) > _POLICY_LIMIT
+                    or not (self._settings is settings or self._settings == settings)):
                 recent, policies = (), _Policies(settings)
-        hosts: dict[str, dict] = {}
-        used_policies: dict[str, dict] = {}
+        hosts: dict[str, tuple[dict, dict]] = {}
         used: dict[int, tuple] = {}
         for server in config.servers:
             hit = None
@@ -279,20 +337,24 @@ class RouteTable:
                 hit = (server, *_server_entry(server, policies))
             used[id(server)] = hit
             _, entry, its_policies = hit
-            used_policies.update(its_policies)
             for name in server.names:
-                hosts[name] = entry
-        default, its_policies = _default_entry(config, policies)
-        used_policies.update(its_policies)
+                hosts[name] = (entry, its_policies)
+        default, default_policies = _default_entry(config, policies)
         with self._lock:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
-        return {
-            "hosts": hosts,
-            "default": default,
-            "policies": used_policies,
-            "hsts": hsts_value(settings),
-            "ssl_redirect": {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
-        }
+        return _Table(hosts, default, default_policies, hsts_value(settings),
+                      {"code": settings.tls.redirect_code, "port": settings.listen.https_port})
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One build: each name's host entry with the policies it uses, and the rest."""
+
+    hosts: dict[str, tuple[dict, dict]]
+    default: dict
+    default_policies: dict
+    hsts: str
+    ssl_redirect: dict
 
 
 def _same(before: tuple, now: tuple) -> bool:
@@ -310,5 +372,5 @@ def _same(before: tuple, now: tuple) -> bool:
 
 
 def payload(config: Configuration) -> dict[str, Any]:
-    """The routes section of ``config``, built afresh (see ``RouteTable``)."""
+    """The whole route table of ``config``, built afresh (see ``RouteTable``)."""
     return RouteTable().payload(config)

@@ -387,7 +387,7 @@ def test_reloads_are_rate_limited_and_the_rest_is_served_meanwhile(tmp_path):
     result = plane.apply(soon)
     assert result.ok and result.kind == "dynamic" and result.reload_in == pytest.approx(2.0)
     assert nginx.reloads == 1
-    assert lua.pushes[-1][0] == "routes"  # the new path is served already
+    assert lua.pushes[-1][0].startswith("routes_")  # the new path is served already
     clock.advance(2.0)
     again = plane.apply(soon)
     assert again.ok and again.kind == "reload" and again.reload_in == 0

@@ -122,7 +122,8 @@ SHAPE_CHANGES = {
 def test_first_apply_reloads_and_pushes_everything():
     decision = decide(None, base())
     assert decision.reload
-    assert [s.name for s in decision.sections] == ["backends", "certificates", "routes"]
+    assert [s.name for s in decision.sections] == ["backends", "certificates", "routes",
+                                                   *(f"routes_{i}" for i in range(16))]
 
 
 def test_nothing_changed_is_a_noop():
@@ -186,3 +187,11 @@ def test_cached_results_go_with_their_configuration():
     del config
     gc.collect()
     assert sections() is None
+
+
+def test_a_new_host_pushes_only_its_shard_of_the_route_table():
+    from platformd.ingress.routes import shard_of
+
+    running = base()
+    desired = ROUTE_CHANGES["server added"](running)
+    assert [s.name for s in decide(running, desired).sections] == [f"routes_{shard_of('b.com')}"]
