@@ -235,3 +235,23 @@ def test_global_settings_nginx_refuses_cost_only_themselves(fake_api, ingress_co
     fake_api.create(o.ingress("later", "later.example", [("/", "web", 80)]))
     wait_for(lambda: running.get("/", host="later.example").status_code == 200, 10, message="later served")
     assert running.get("/", host="good.example").text == "web"
+
+
+def test_a_host_name_of_243_characters_is_served_beside_the_others(fake_api, ingress_controller, netns_backends):
+    """#15: a valid 243-character host name once failed `nginx -t` ("could not
+    build server_names_hash") and so every later sync, for everyone. Hosts are
+    route data now: it is served, and so is another tenant's later change."""
+    long_host = ".".join(("a" * 63, "b" * 63, "c" * 63, "d" * 43, "example"))
+    assert len(long_host) == 243
+    backends = netns_backends(["web"])
+    _base(fake_api, backends)
+    fake_api.create(o.ingress("long", long_host, [("/", "web", 80)]))
+    fake_api.create(o.ingress("good", "good.example", [("/", "web", 80)]))
+    running = ingress_controller()
+    running.wait_ready()
+    reloads = running.status()["reload_count"]
+    assert running.get("/", host=long_host).text == "web"
+    assert running.get("/", host="good.example").text == "web"
+    fake_api.create(o.ingress("later", "later.example", [("/", "web", 80)]))
+    wait_for(lambda: running.get("/", host="later.example").status_code == 200, 10, message="later served")
+    assert running.status()["reload_count"] == reloads
