@@ -78,6 +78,11 @@ log = logging.getLogger(__name__)
 
 # How often a waiter that may step aside asks whether it should (seconds).
 _SUPERSEDED_POLL = 0.05
+# The error log file is rotated past this size (checked with the Lua
+# checksums, every ``verify_interval``): a crash-looping upstream at warn level
+# writes ~200 bytes per request, so 8 MiB is tens of thousands of lines, and
+# the state directory holds at most about twice this (#15: logs grew unbounded).
+ERROR_LOG_LIMIT = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -303,6 +308,7 @@ class DataPlane:
             if now - self._last_verify < self.verify_interval:
                 return False
             self._last_verify = now
+            self.nginx.bound_error_log(ERROR_LOG_LIMIT)
             foreign = [name for name, section in self._in_lua.items()
                        if self._read_checksum(name) not in (section.checksum, _UNREADABLE)]
             if not foreign:

@@ -302,6 +302,27 @@ class NginxProcess:
             self._popen = None
         return master
 
+    def bound_error_log(self, limit: int) -> bool:
+        """Keep the error log near ``limit`` bytes; True if it was rotated.
+
+        The access log goes to stdout; the error log stays a file because
+        start-up failures are read back from it (``_log_tail``). Past ``limit``
+        it becomes ``error.log.1`` (replacing the previous one) and the master
+        reopens its logs (SIGUSR1, which it passes on to the workers), so at
+        most about twice ``limit`` stays in the state directory.
+        """
+        log_file = self.files.error_log
+        try:
+            size = log_file.stat().st_size
+        except OSError:
+            return False
+        master = self.master_pid()
+        if size <= limit or master is None:
+            return False
+        os.replace(log_file, log_file.with_name(log_file.name + ".1"))
+        _kill(master, signal.SIGUSR1)
+        return True
+
     # --- internals ------------------------------------------------------
 
     def _clear_leftovers(self) -> None:

@@ -300,6 +300,9 @@ class FakeNginx:
     def master_pid(self):
         return 4242
 
+    def bound_error_log(self, limit: int) -> bool:
+        return False
+
     def install(self, text: str) -> None:
         self.files.conf.write_text(text)
 

@@ -1,4 +1,5 @@
-"""The nginx adapter's time limits (``NginxTimeouts``), with a stand-in binary that hangs."""
+"""The nginx adapter: its time limits (``NginxTimeouts``, with a stand-in
+binary that hangs) and the error log's bound (real nginx)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from platformd.ingress.model import Configuration
 from platformd.ingress.nginx import ConfigTestError, NginxFiles, NginxProcess, NginxTimeouts, StartError
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture
@@ -47,3 +50,19 @@ def test_start_waits_for_the_configured_time(tmp_path, hanging_binary):
 
 def test_default_timeouts():
     assert NginxTimeouts() == NginxTimeouts(test=60.0, start=10.0, reload=10.0)
+
+
+def test_the_error_log_is_rotated_past_its_limit_and_nginx_writes_a_new_one(dataplane):
+    """#15: logs must not grow without bound in the state directory."""
+    assert dataplane.apply(Configuration()).ok
+    nginx = dataplane.nginx
+    error_log = nginx.files.error_log
+    with error_log.open("a") as out:
+        out.write("x" * 4096 + "\n")
+    assert not nginx.bound_error_log(limit=1 << 20)  # under the limit: left alone
+    assert nginx.bound_error_log(limit=1024)
+    rotated = error_log.with_name(error_log.name + ".1")
+    assert rotated.stat().st_size > 4096
+    # The master reopened its logs: a fresh, small file at the old path.
+    wait_for(error_log.exists, 5, message="nginx reopened its error log")
+    assert error_log.stat().st_size < 4096
