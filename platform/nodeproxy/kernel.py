@@ -1,47 +1,56 @@
-"""The node proxy's one door to the kernel.
+"""The node proxy's door to the kernel in IPVS mode: one small interface per subsystem.
 
-Everything the node proxy does to a node goes through :class:`Kernel`: IPVS
-virtual and real servers, the dummy link that holds service addresses, ipsets,
-our iptables chains, sysctls and conntrack. Two implementations exist:
+Everything the IPVS mode does to a node goes through one of five protocols,
+each a few methods, bundled by :class:`Kernel`:
 
-* ``kernel_linux.LinuxKernel`` -- hand-encoded netlink, in batches, for
-  IPVS, the dummy link and its addresses, ipsets and their members
-  (``netlink.py``, ``ipvs_netlink.py``, ``ipset_netlink.py``), plus
-  ``iptables-save``/``iptables-restore``; the only module that talks to the
-  kernel.
+* :class:`IPVS` -- virtual and real servers;
+* :class:`Addresses` -- the dummy link that holds service addresses;
+* :class:`IPSets` -- ipsets and their members;
+* :class:`Firewall` -- our iptables chains and jumps, and conntrack entries;
+* :class:`Sysctl` -- kernel parameters.
+
+(The nftables mode has its own door, :class:`~.nftkernel.NftKernel`.)
+The changes done by the thousand are typed operations (:class:`AddRealServer`,
+:class:`AddAddress`, :class:`AddIPSetEntry`, ...), applied in bulk by their
+subsystem's ``apply``. Three implementations:
+
+* ``kernel_linux.LinuxKernel`` -- one adapter module per subsystem
+  (``kernel_ipvs``, ``kernel_addresses``, ``kernel_ipsets``,
+  ``kernel_firewall``, ``kernel_sysctl``): hand-encoded netlink in batches
+  for IPVS, the dummy link's addresses and ipsets, the iptables and
+  conntrack tools, ``/proc/sys``; the only modules that talk to the kernel.
 * ``fakekernel.FakeKernel`` -- an in-memory model with the kernel's semantics
-  (EEXIST, ENOENT, weights, connection counters) for unit tests and benchmarks.
-  ``dryrun.DryRunKernel`` wraps it and prints every change.
+  (EEXIST, ENOENT, weights, connection counters) for unit tests and benchmarks;
+  one object that is all five subsystems. ``dryrun.DryRunKernel`` wraps it
+  and prints every change.
 
 Contract shared by every implementation
 ---------------------------------------
 * Values are immutable typed records and strings; nothing returned is shared
   with the implementation's internal state (callers may keep it). The ones
   made by the ten thousand per sync (:class:`VirtualServer`,
-  :class:`RealServer`, :class:`RealServerState`, :class:`IPSetEntry`,
-  :class:`Op`) are named tuples rather than frozen dataclasses: they are
-  built, hashed and compared in C, about 4 times faster, which is what a
+  :class:`RealServer`, :class:`RealServerState`, :class:`IPSetEntry` and the
+  ops) are named tuples rather than frozen dataclasses: they are built,
+  hashed and compared in C, about 4 times faster, which is what a
   10,000-Service sync costs under emulation. They compare by value and
-  order field by field, exactly as the dataclasses did; unlike them they
-  also unpack like tuples.
+  order field by field, exactly as dataclasses would; unlike them they also
+  unpack like tuples.
 * Errors are translated at the boundary into the exceptions below, never raw
   ``OSError``/``NetlinkError``: ENOENT/ESRCH -> :class:`NotFound`,
   EEXIST -> :class:`Exists`, a missing kernel feature -> :class:`IPVSUnavailable`,
   everything else -> :class:`KernelError` (with errno when there is one).
 * Methods are synchronous: when one returns, the kernel has the change.
-* Bulk: :meth:`Kernel.apply` takes many state changes at once (:class:`Op`)
-  with exactly the semantics of calling each in turn, and
-  :meth:`Kernel.list_ipvs` reads all of IPVS at once. The proxier uses them
-  for every sync, so the number of kernel round trips does not grow with the
-  number of Services.
+* Bulk: each subsystem's ``apply`` takes many of its ops at once, with
+  exactly the semantics of doing each in turn (:func:`apply_one_by_one`),
+  and :meth:`IPVS.list_ipvs` reads all of IPVS at once. The proxier uses
+  them for every sync, so the number of kernel round trips does not grow
+  with the number of Services.
 * IPv4 only for now (addresses are dotted quads; host routes are /32).
-* Thread-safety: one thread at a time, with one exception. An
-  :meth:`Kernel.apply` whose ops are all address ops (``add_address``,
-  ``delete_address``) may run on one thread while another thread calls
-  anything that does not touch the dummy links (:meth:`Kernel.apply` with
-  IPVS and ipset ops, listings of IPVS and ipsets, iptables, sysctls,
-  conntrack). The proxier uses it to add thousands of addresses, slow
-  under RTNL, while it applies real servers. Each implementation keeps
+* Thread-safety: one thread at a time, with one exception.
+  ``addresses.apply`` may run on one thread while another thread uses any
+  other subsystem (IPVS and ipset ``apply`` and listings, iptables,
+  sysctls, conntrack). The proxier uses it to add thousands of addresses,
+  slow under RTNL, while it applies real servers. Each implementation keeps
   those two doors apart (separate sockets, or one lock).
 """
 

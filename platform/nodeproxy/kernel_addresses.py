@@ -44,7 +44,9 @@ _ADDRESS_METHODS = {AddAddress: _RTM_NEWADDR, DeleteAddress: _RTM_DELADDR}
 
 
 def _describe(op: AddressOp) -> str:
-    return f"{'adding' if type(op) is AddAddress else 'deleting'} {op[1]} {'to' if type(op) is AddAddress else 'from'} {op[0]}"
+    if type(op) is AddAddress:
+        return f"adding {op.address} to {op.link}"
+    return f"deleting {op.address} from {op.link}"
 
 
 class LinuxAddresses:

@@ -41,8 +41,8 @@ _IPSET_METHODS = {AddIPSetEntry: ipsetnl.CMD_ADD, DeleteIPSetEntry: ipsetnl.CMD_
 
 def _describe(op: IPSetOp) -> str:
     if type(op) is AddIPSetEntry:
-        return f"adding {op[1]} to ipset {op[0]}"
-    return f"deleting {op[1]} from ipset {op[0]}"
+        return f"adding {op.entry} to ipset {op.name}"
+    return f"deleting {op.entry} from ipset {op.name}"
 
 
 class LinuxIPSets:

@@ -51,7 +51,7 @@ _IPVS_METHODS = {
     UpdateRealServer: ipvsnl.CMD_SET_DEST,
     DeleteRealServer: ipvsnl.CMD_DEL_DEST,
 }
-_DEST_COMMANDS = {method: cmd for method, cmd in _IPVS_METHODS.items() if method.method.endswith("_real_server")}
+_DEST_COMMANDS = {op: _IPVS_METHODS[op] for op in (AddRealServer, UpdateRealServer, DeleteRealServer)}
 _PROC_IP_VS = Path("/proc/thread-self/net/ip_vs")
 
 
