@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from . import ipsets, iptables
-from .kernel import DUMMY_LINK, Kernel, KernelError, NotFound, Op
+from .kernel import DUMMY_LINK, DeleteVirtualServer, Kernel, KernelError, NotFound
 
 
 def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[str]:
@@ -29,17 +29,17 @@ def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[st
             failures.append(f"{what}: {err}")
             return None
 
-    addresses = attempt("list kube-ipvs0 addresses", kernel.list_addresses, DUMMY_LINK) or set()
+    addresses = attempt("list kube-ipvs0 addresses", kernel.addresses.list_addresses, DUMMY_LINK) or set()
     ours = set(addresses) | set(node_ips)
-    doomed = [Op("delete_virtual_server", (vs,))
-              for vs in attempt("list virtual servers", kernel.list_virtual_servers) or () if vs.address in ours]
-    for op, error in zip(doomed, attempt("delete virtual servers", kernel.apply, doomed) or ()):
+    doomed = [DeleteVirtualServer(vs)
+              for vs in attempt("list virtual servers", kernel.ipvs.list_virtual_servers) or () if vs.address in ours]
+    for op, error in zip(doomed, attempt("delete virtual servers", kernel.ipvs.apply, doomed) or ()):
         if error is not None and not isinstance(error, NotFound):
-            failures.append(f"delete virtual server {op.args[0]}: {error}")
-    attempt(f"delete link {DUMMY_LINK}", kernel.delete_link, DUMMY_LINK)
+            failures.append(f"delete virtual server {op.vs}: {error}")
+    attempt(f"delete link {DUMMY_LINK}", kernel.addresses.delete_link, DUMMY_LINK)
     for jump in iptables.JUMPS:
-        attempt(f"delete jump to {jump.rule[-1]}", kernel.delete_iptables_rule, jump.table, jump.chain, jump.rule)
-    attempt("delete iptables chains", kernel.restore_iptables, iptables.render_cleanup())
+        attempt(f"delete jump to {jump.rule[-1]}", kernel.firewall.delete_iptables_rule, jump.table, jump.chain, jump.rule)
+    attempt("delete iptables chains", kernel.firewall.restore_iptables, iptables.render_cleanup())
     for name in ipsets.NAMES:
-        attempt(f"destroy ipset {name}", kernel.destroy_ipset, name)
+        attempt(f"destroy ipset {name}", kernel.ipset.destroy_ipset, name)
     return failures

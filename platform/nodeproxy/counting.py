@@ -23,14 +23,17 @@ import time
 from collections import Counter
 from typing import Any, Sequence
 
-from .kernel import MUTATING_METHODS, READING_METHODS, KernelError, Op
+from .kernel import MUTATING_METHODS, READING_METHODS, AnyOp, KernelError
 
-_METHOD = operator.itemgetter(0)  # Op.method
+_METHOD = operator.attrgetter("method")  # the op's class attribute, read in C
+_SUBSYSTEMS = ("ipvs", "addresses", "ipset", "firewall", "sysctl")
 
 
 class CountingKernel:
     """Delegates every call to ``inner`` and counts it by method name.
 
+    Each subsystem (``ipvs``, ``addresses``, ...) is wrapped the same way;
+    calls on the kernel itself (``probe``...) are counted too.
     ``writes`` / ``reads`` sum the counts of state-changing and reading
     methods; ``reset()`` starts a new measurement. Counting is thread-safe
     (the kernel interface allows two threads at once).
@@ -43,6 +46,8 @@ class CountingKernel:
         self.seconds: Counter[str] = Counter()
         self.batches = 0
         self._trips_at_reset = self._inner_trips()
+        for name in _SUBSYSTEMS:
+            setattr(self, name, _Counted(self, getattr(inner, name)))
 
     def _inner_trips(self) -> int | None:
         trips = getattr(self.inner, "round_trips", None)
@@ -71,16 +76,16 @@ class CountingKernel:
             return self.batches
         return now - self._trips_at_reset
 
-    def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
+    def _apply(self, apply: Any, ops: Sequence[AnyOp]) -> list[KernelError | None]:
         if not ops:
-            return self.inner.apply(ops)
+            return apply(ops)
         methods = set(map(_METHOD, ops))
         with self._lock:
             self.counts.update(map(_METHOD, ops))  # in C: this wrapper is inside the benchmark's figures
             self.batches += 1
         started = time.perf_counter()
         try:
-            return self.inner.apply(ops)
+            return apply(ops)
         finally:
             self._add_seconds("+".join(sorted(methods)), time.perf_counter() - started)
 
@@ -88,8 +93,7 @@ class CountingKernel:
         with self._lock:
             self.seconds[name] += seconds
 
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self.inner, name)
+    def _counted(self, target: Any, name: str) -> Any:
         if name not in MUTATING_METHODS and name not in READING_METHODS:
             return target
 
@@ -105,3 +109,19 @@ class CountingKernel:
 
         return counted
 
+    def __getattr__(self, name: str) -> Any:
+        return self._counted(getattr(self.inner, name), name)
+
+
+class _Counted:
+    """One subsystem of a :class:`CountingKernel`, counted into it."""
+
+    def __init__(self, owner: CountingKernel, inner: Any) -> None:
+        self._owner = owner
+        self._inner = inner
+
+    def apply(self, ops: Sequence[AnyOp]) -> list[KernelError | None]:
+        return self._owner._apply(self._inner.apply, ops)
+
+    def __getattr__(self, name: str) -> Any:
+        return self._owner._counted(getattr(self._inner, name), name)

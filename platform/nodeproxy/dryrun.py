@@ -19,7 +19,7 @@ import threading
 from typing import Any, TextIO
 
 from .fakekernel import FakeKernel
-from .kernel import MUTATING_METHODS, IPSetSpec, KernelError, Op, RealServer, VirtualServer, apply_one_by_one
+from .kernel import MUTATING_METHODS, AnyOp, IPSetSpec, KernelError, RealServer, VirtualServer, apply_one_by_one
 
 
 def _fmt(value: Any, brief: bool = False) -> str:
@@ -38,7 +38,30 @@ def _fmt(value: Any, brief: bool = False) -> str:
 
 
 class DryRunKernel:
-    """A :class:`Kernel` that prints changes and applies them to an in-memory model."""
+    """A :class:`Kernel` that prints changes and applies them to an in-memory model.
+
+    Like the model, one object is all five subsystems.
+    """
+
+    @property
+    def ipvs(self) -> "DryRunKernel":
+        return self
+
+    @property
+    def addresses(self) -> "DryRunKernel":
+        return self
+
+    @property
+    def ipset(self) -> "DryRunKernel":
+        return self
+
+    @property
+    def firewall(self) -> "DryRunKernel":
+        return self
+
+    @property
+    def sysctl(self) -> "DryRunKernel":
+        return self
 
     def __init__(self, out: TextIO | None = None, model: FakeKernel | None = None) -> None:
         self.out = out or sys.stdout
@@ -62,7 +85,7 @@ class DryRunKernel:
         nums = re.findall(r"\d+", os.uname().release)[:3]
         return tuple(int(n) for n in (nums + ["0", "0", "0"])[:3])  # type: ignore[return-value]
 
-    def apply(self, ops: list[Op]) -> list[KernelError | None]:
+    def apply(self, ops: list[AnyOp]) -> list[KernelError | None]:
         """One printed line per op, as if each were called on its own; the
         lines of one batch are printed together."""
         with self._lock:

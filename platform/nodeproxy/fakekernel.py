@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 
 from .kernel import (
     SCHEDULERS,
-    Op,
+    AnyOp,
     apply_one_by_one,
     Exists,
     IPSetEntry,
@@ -61,7 +61,32 @@ class _Dest:
 
 
 class FakeKernel:
-    """In-memory :class:`Kernel`. Thread-safe (one lock around everything)."""
+    """In-memory :class:`Kernel`. Thread-safe (one lock around everything).
+
+    One object is all five subsystems (:class:`~.kernel.IPVS`,
+    ``Addresses``, ``IPSets``, ``Firewall``, ``Sysctl``): they share one
+    state and one lock, and ``apply`` takes any op.
+    """
+
+    @property
+    def ipvs(self) -> "FakeKernel":
+        return self
+
+    @property
+    def addresses(self) -> "FakeKernel":
+        return self
+
+    @property
+    def ipset(self) -> "FakeKernel":
+        return self
+
+    @property
+    def firewall(self) -> "FakeKernel":
+        return self
+
+    @property
+    def sysctl(self) -> "FakeKernel":
+        return self
 
     def __init__(self, *, ipvs: bool = True, version: tuple[int, int, int] = (6, 1, 0),
                  sysctls: dict[str, str] | None = None) -> None:
@@ -120,7 +145,7 @@ class FakeKernel:
         return self.version
 
     # -- bulk -----------------------------------------------------------------
-    def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
+    def apply(self, ops: Sequence[AnyOp]) -> list[KernelError | None]:
         """Each op through its own method, so ``calls`` and ``fail_next`` see it."""
         with self._lock:
             return apply_one_by_one(self, ops)

@@ -18,7 +18,20 @@ from dataclasses import dataclass
 
 from platformd.common.clock import REAL_CLOCK, Clock
 
-from .kernel import SCTP, TCP, UDP, Kernel, KernelError, NotFound, Op, RealServer, VirtualServer
+from .kernel import (
+    SCTP,
+    TCP,
+    UDP,
+    DeleteRealServer,
+    Firewall,
+    IPVSOp,
+    Kernel,
+    KernelError,
+    NotFound,
+    RealServer,
+    UpdateRealServer,
+    VirtualServer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +54,7 @@ class _Item:
 
 class GracefulTerminationManager:
     def __init__(self, kernel: Kernel, clock: Clock = REAL_CLOCK, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self._kernel = kernel
+        self._kernel = kernel  # its ipvs and firewall subsystems
         self._clock = clock
         self._timeout = timeout
         self._items: dict[tuple, _Item] = {}
@@ -65,39 +78,39 @@ class GracefulTerminationManager:
         if not servers:
             return
         if vs.protocol != TCP:
-            self._apply(vs, [Op("delete_real_server", (vs, rs)) for rs in servers])
+            self._apply(vs, [DeleteRealServer(vs, rs) for rs in servers])
             if vs.protocol in (UDP, SCTP):
                 for rs in servers:
-                    clear_conntrack(self._kernel, vs, rs.address)
+                    clear_conntrack(self._kernel.firewall, vs, rs.address)
             return
         counters = self._counters(vs)
         now = self._clock.monotonic()
-        ops = []
+        ops: list[IPVSOp] = []
         for rs in servers:
             if not counters.get(rs.key):  # idle, or not there: nothing to wait for
-                ops.append(Op("delete_real_server", (vs, rs)))
+                ops.append(DeleteRealServer(vs, rs))
                 continue
             if rs.weight != 0:
-                ops.append(Op("update_real_server", (vs, RealServer(rs.address, rs.port, 0))))
+                ops.append(UpdateRealServer(vs, RealServer(rs.address, rs.port, 0)))
             self._items[(vs.key, rs.key)] = _Item(vs, rs, now + self._timeout, now + CHECK_INTERVAL)
         self._apply(vs, ops)
 
-    def _apply(self, vs: VirtualServer, ops: list[Op]) -> None:
+    def _apply(self, vs: VirtualServer, ops: list[IPVSOp]) -> None:
         """Apply ``ops``; a real server already gone is fine, other errors are raised."""
         if not ops:
             return
-        for op, error in zip(ops, self._kernel.apply(ops)):
+        for op, error in zip(ops, self._kernel.ipvs.apply(ops)):
             if error is None or isinstance(error, NotFound):
                 continue
-            if op.method == "update_real_server":
-                self._items.pop((vs.key, op.args[1].key), None)
+            if type(op) is UpdateRealServer:
+                self._items.pop((vs.key, op.rs.key), None)
             raise error
 
     def _counters(self, vs: VirtualServer) -> dict[tuple[str, int], int]:
         """Active + inactive connections per real server of ``vs`` (empty when it is gone)."""
         try:
             return {s.server.key: s.active_connections + s.inactive_connections
-                    for s in self._kernel.list_real_servers(vs)}
+                    for s in self._kernel.ipvs.list_real_servers(vs)}
         except NotFound:
             return {}
 
@@ -137,14 +150,14 @@ class GracefulTerminationManager:
                         log.info("deleting real server %s of %s with %d connections: "
                                  "graceful termination timed out", item.rs, vs, conns)
                     doomed.append(item)
-            self._apply(vs, [Op("delete_real_server", (vs, item.rs)) for item in doomed])
+            self._apply(vs, [DeleteRealServer(vs, item.rs) for item in doomed])
             for item in doomed:
                 self._items.pop((vs.key, item.rs.key), None)
             deleted += len(doomed)
         return deleted
 
 
-def clear_conntrack(kernel: Kernel, vs: VirtualServer, real_address: str | None) -> None:
+def clear_conntrack(firewall: Firewall, vs: VirtualServer, real_address: str | None) -> None:
     """Clear ``vs``'s conntrack entries (to ``real_address`` only, if given).
 
     Best effort, as in kube-proxy: a failure (no conntrack tool, say) costs
@@ -152,7 +165,7 @@ def clear_conntrack(kernel: Kernel, vs: VirtualServer, real_address: str | None)
     every sync that retries it. So it is logged, not raised.
     """
     try:
-        kernel.clear_conntrack(vs.protocol, vs.address, vs.port, real_address)
+        firewall.clear_conntrack(vs.protocol, vs.address, vs.port, real_address)
     except KernelError as err:
         log.warning("cannot clear conntrack entries of %s%s: %s", vs,
                     f" to {real_address}" if real_address else "", err)

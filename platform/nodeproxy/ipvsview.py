@@ -1,19 +1,19 @@
 """``platformctl ipvs``: the node's IPVS table, laid out like ``ipvsadm -Ln``.
 
-Read-only: one bulk listing (``Kernel.list_ipvs``), through the same
-:class:`~.kernel.Kernel` interface the proxy uses.
+Read-only: one bulk listing (``IPVS.list_ipvs``), through the same
+:class:`~.kernel.IPVS` interface the proxy uses.
 """
 
 from __future__ import annotations
 
-from .kernel import Kernel, KernelError
+from .kernel import IPVS, Kernel, KernelError
 
 
-def format_table(kernel: Kernel) -> str:
-    """The table text for ``kernel``'s current IPVS state (sorted)."""
+def format_table(ipvs: IPVS) -> str:
+    """The table text for ``ipvs``'s current state (sorted)."""
     lines = ["Prot LocalAddress:Port Scheduler Flags",
              "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn"]
-    table = kernel.list_ipvs()
+    table = ipvs.list_ipvs()
     for vs in sorted(table, key=lambda v: v.key):
         flags = f" persistent {vs.persistence_timeout}" if vs.persistence_timeout else ""
         lines.append(f"{vs.protocol:<4} {vs.address}:{vs.port} {vs.scheduler}{flags}")
@@ -32,7 +32,7 @@ def render(kernel: Kernel | None = None) -> str:
         from .kernel_linux import LinuxKernel
         kernel = LinuxKernel()
     try:
-        return format_table(kernel)
+        return format_table(kernel.ipvs)
     except KernelError as err:
         raise SystemExit(f"platformctl ipvs: {err}") from None
     finally:

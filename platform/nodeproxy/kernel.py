@@ -1,47 +1,56 @@
-"""The node proxy's one door to the kernel.
+"""The node proxy's door to the kernel in IPVS mode: one small interface per subsystem.
 
-Everything the node proxy does to a node goes through :class:`Kernel`: IPVS
-virtual and real servers, the dummy link that holds service addresses, ipsets,
-our iptables chains, sysctls and conntrack. Two implementations exist:
+Everything the IPVS mode does to a node goes through one of five protocols,
+each a few methods, bundled by :class:`Kernel`:
 
-* ``kernel_linux.LinuxKernel`` -- hand-encoded netlink, in batches, for
-  IPVS, the dummy link and its addresses, ipsets and their members
-  (``netlink.py``, ``ipvs_netlink.py``, ``ipset_netlink.py``), plus
-  ``iptables-save``/``iptables-restore``; the only module that talks to the
-  kernel.
+* :class:`IPVS` -- virtual and real servers;
+* :class:`Addresses` -- the dummy link that holds service addresses;
+* :class:`IPSets` -- ipsets and their members;
+* :class:`Firewall` -- our iptables chains and jumps, and conntrack entries;
+* :class:`Sysctl` -- kernel parameters.
+
+(The nftables mode has its own door, :class:`~.nftkernel.NftKernel`.)
+The changes done by the thousand are typed operations (:class:`AddRealServer`,
+:class:`AddAddress`, :class:`AddIPSetEntry`, ...), applied in bulk by their
+subsystem's ``apply``. Three implementations:
+
+* ``kernel_linux.LinuxKernel`` -- one adapter module per subsystem
+  (``kernel_ipvs``, ``kernel_addresses``, ``kernel_ipsets``,
+  ``kernel_firewall``, ``kernel_sysctl``): hand-encoded netlink in batches
+  for IPVS, the dummy link's addresses and ipsets, the iptables and
+  conntrack tools, ``/proc/sys``; the only modules that talk to the kernel.
 * ``fakekernel.FakeKernel`` -- an in-memory model with the kernel's semantics
-  (EEXIST, ENOENT, weights, connection counters) for unit tests and benchmarks.
-  ``dryrun.DryRunKernel`` wraps it and prints every change.
+  (EEXIST, ENOENT, weights, connection counters) for unit tests and benchmarks;
+  one object that is all five subsystems. ``dryrun.DryRunKernel`` wraps it
+  and prints every change.
 
 Contract shared by every implementation
 ---------------------------------------
 * Values are immutable typed records and strings; nothing returned is shared
   with the implementation's internal state (callers may keep it). The ones
   made by the ten thousand per sync (:class:`VirtualServer`,
-  :class:`RealServer`, :class:`RealServerState`, :class:`IPSetEntry`,
-  :class:`Op`) are named tuples rather than frozen dataclasses: they are
-  built, hashed and compared in C, about 4 times faster, which is what a
+  :class:`RealServer`, :class:`RealServerState`, :class:`IPSetEntry` and the
+  ops) are named tuples rather than frozen dataclasses: they are built,
+  hashed and compared in C, about 4 times faster, which is what a
   10,000-Service sync costs under emulation. They compare by value and
-  order field by field, exactly as the dataclasses did; unlike them they
-  also unpack like tuples.
+  order field by field, exactly as dataclasses would; unlike them they also
+  unpack like tuples.
 * Errors are translated at the boundary into the exceptions below, never raw
   ``OSError``/``NetlinkError``: ENOENT/ESRCH -> :class:`NotFound`,
   EEXIST -> :class:`Exists`, a missing kernel feature -> :class:`IPVSUnavailable`,
   everything else -> :class:`KernelError` (with errno when there is one).
 * Methods are synchronous: when one returns, the kernel has the change.
-* Bulk: :meth:`Kernel.apply` takes many state changes at once (:class:`Op`)
-  with exactly the semantics of calling each in turn, and
-  :meth:`Kernel.list_ipvs` reads all of IPVS at once. The proxier uses them
-  for every sync, so the number of kernel round trips does not grow with the
-  number of Services.
+* Bulk: each subsystem's ``apply`` takes many of its ops at once, with
+  exactly the semantics of doing each in turn (:func:`apply_one_by_one`),
+  and :meth:`IPVS.list_ipvs` reads all of IPVS at once. The proxier uses
+  them for every sync, so the number of kernel round trips does not grow
+  with the number of Services.
 * IPv4 only for now (addresses are dotted quads; host routes are /32).
-* Thread-safety: one thread at a time, with one exception. An
-  :meth:`Kernel.apply` whose ops are all address ops (``add_address``,
-  ``delete_address``) may run on one thread while another thread calls
-  anything that does not touch the dummy links (:meth:`Kernel.apply` with
-  IPVS and ipset ops, listings of IPVS and ipsets, iptables, sysctls,
-  conntrack). The proxier uses it to add thousands of addresses, slow
-  under RTNL, while it applies real servers. Each implementation keeps
+* Thread-safety: one thread at a time, with one exception.
+  ``addresses.apply`` may run on one thread while another thread uses any
+  other subsystem (IPVS and ipset ``apply`` and listings, iptables,
+  sysctls, conntrack). The proxier uses it to add thousands of addresses,
+  slow under RTNL, while it applies real servers. Each implementation keeps
   those two doors apart (separate sockets, or one lock).
 """
 
@@ -49,7 +58,7 @@ from __future__ import annotations
 
 import errno as _errno
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, NamedTuple, Protocol, Sequence, Union, runtime_checkable
 
 # --- protocols and constants -------------------------------------------------
 
@@ -231,56 +240,152 @@ class IPSetSpec:
     port_range: tuple[int, int] = (0, 65535)
 
 
-class _OpFields(NamedTuple):
-    method: str
-    args: tuple[Any, ...]
+# --- typed operations ----------------------------------------------------------
+#
+# One class per state change done by the thousand, applied in bulk by the
+# ``apply`` of its subsystem (:class:`IPVS`, :class:`Addresses`,
+# :class:`IPSets`). They are named tuples of their arguments, like the values
+# above and for the same reason (a sync builds them by the ten thousand):
+# ``AddRealServer(vs, rs)`` unpacks as ``(vs, rs)``. ``method`` names the
+# one-op method of the subsystem that does the same (for counting and
+# printing); :meth:`call` does it.
 
 
-class Op(_OpFields):
-    """One state-changing call, for :meth:`Kernel.apply`: ``method`` is the
-    name of a :data:`BATCHABLE_METHODS` method and ``args`` its arguments.
+class AddVirtualServer(NamedTuple):
+    """Create ``vs``. Fails with :class:`Exists` when its key exists already."""
 
-    ``Op("add_real_server", (vs, rs))`` means ``kernel.add_real_server(vs, rs)``.
-    Raises ValueError for any other method.
+    vs: VirtualServer
+    method = "add_virtual_server"
+
+    def call(self, ipvs: "IPVS") -> None:
+        ipvs.add_virtual_server(self.vs)
+
+
+class UpdateVirtualServer(NamedTuple):
+    """Set scheduler, persistence and flags of the existing ``vs.key``; real
+    servers are kept. Fails with :class:`NotFound`."""
+
+    vs: VirtualServer
+    method = "update_virtual_server"
+
+    def call(self, ipvs: "IPVS") -> None:
+        ipvs.update_virtual_server(self.vs)
+
+
+class DeleteVirtualServer(NamedTuple):
+    """Delete ``vs.key`` and all its real servers. Fails with :class:`NotFound`."""
+
+    vs: VirtualServer
+    method = "delete_virtual_server"
+
+    def call(self, ipvs: "IPVS") -> None:
+        ipvs.delete_virtual_server(self.vs)
+
+
+class AddRealServer(NamedTuple):
+    """Add ``rs`` (masquerade forwarding, ``rs.weight``) to ``vs.key``. Fails
+    with :class:`Exists` when ``rs.key`` is there already, :class:`NotFound`
+    when the virtual server is missing."""
+
+    vs: VirtualServer
+    rs: RealServer
+    method = "add_real_server"
+
+    def call(self, ipvs: "IPVS") -> None:
+        ipvs.add_real_server(self.vs, self.rs)
+
+
+class UpdateRealServer(NamedTuple):
+    """Set the weight of the existing ``rs.key`` in ``vs.key`` to ``rs.weight``;
+    connections and counters are kept. Fails with :class:`NotFound`."""
+
+    vs: VirtualServer
+    rs: RealServer
+    method = "update_real_server"
+
+    def call(self, ipvs: "IPVS") -> None:
+        ipvs.update_real_server(self.vs, self.rs)
+
+
+class DeleteRealServer(NamedTuple):
+    """Remove ``rs.key`` from ``vs.key``. Fails with :class:`NotFound`."""
+
+    vs: VirtualServer
+    rs: RealServer
+    method = "delete_real_server"
+
+    def call(self, ipvs: "IPVS") -> None:
+        ipvs.delete_real_server(self.vs, self.rs)
+
+
+class AddAddress(NamedTuple):
+    """Add ``address``/32 to ``link``. Fails with :class:`Exists`, :class:`NotFound` (link)."""
+
+    link: str
+    address: str
+    method = "add_address"
+
+    def call(self, addresses: "Addresses") -> None:
+        addresses.add_address(self.link, self.address)
+
+
+class DeleteAddress(NamedTuple):
+    """Remove ``address`` from ``link``. Fails with :class:`NotFound`."""
+
+    link: str
+    address: str
+    method = "delete_address"
+
+    def call(self, addresses: "Addresses") -> None:
+        addresses.delete_address(self.link, self.address)
+
+
+class AddIPSetEntry(NamedTuple):
+    """Add one member to set ``name``. Fails with :class:`Exists`, :class:`NotFound` (set)."""
+
+    name: str
+    entry: IPSetEntry
+    method = "add_ipset_entry"
+
+    def call(self, ipset: "IPSets") -> None:
+        ipset.add_ipset_entry(self.name, self.entry)
+
+
+class DeleteIPSetEntry(NamedTuple):
+    """Remove one member of set ``name``. Fails with :class:`NotFound` (set or member)."""
+
+    name: str
+    entry: IPSetEntry
+    method = "delete_ipset_entry"
+
+    def call(self, ipset: "IPSets") -> None:
+        ipset.delete_ipset_entry(self.name, self.entry)
+
+
+IPVSOp = Union[AddVirtualServer, UpdateVirtualServer, DeleteVirtualServer,
+               AddRealServer, UpdateRealServer, DeleteRealServer]
+AddressOp = Union[AddAddress, DeleteAddress]
+IPSetOp = Union[AddIPSetEntry, DeleteIPSetEntry]
+AnyOp = Union[IPVSOp, AddressOp, IPSetOp]
+
+
+def ops_of(op_type: type, args: Iterable[tuple[Any, ...]]) -> list:
+    """``[op_type(*a) for a in args]``, built in C without the per-op call.
+
+    A sync makes these by the ten thousand; this costs a third of calling
+    the class each time. ``args`` must have the op's number of fields.
     """
-
-    __slots__ = ()
-
-    def __new__(cls, method: str, args: tuple[Any, ...]) -> "Op":
-        if method not in BATCHABLE_METHODS:
-            raise ValueError(f"{method} cannot be batched")
-        return tuple.__new__(cls, (method, args))
-
-    def __str__(self) -> str:
-        return f"{self.method}({', '.join(map(str, self.args))})"
-
-    @classmethod
-    def each(cls, method: str, args: Iterable[tuple[Any, ...]]) -> list["Op"]:
-        """``[Op(method, a) for a in args]``, with ``method`` checked once.
-
-        A sync makes these by the ten thousand; building the tuples in C
-        without the per-op check costs a third of calling ``Op`` each time.
-        """
-        if method not in BATCHABLE_METHODS:
-            raise ValueError(f"{method} cannot be batched")
-        new = tuple.__new__
-        return [new(cls, (method, a)) for a in args]
+    new = tuple.__new__
+    return [new(op_type, a) for a in args]
 
 
-#: The methods an :class:`Op` may name: the ones done by the thousand.
-BATCHABLE_METHODS = frozenset({
-    "add_virtual_server", "update_virtual_server", "delete_virtual_server",
-    "add_real_server", "update_real_server", "delete_real_server",
-    "add_address", "delete_address", "add_ipset_entry", "delete_ipset_entry",
-})
-
-
-def apply_one_by_one(kernel: "Kernel", ops: Sequence[Op]) -> list["KernelError | None"]:
-    """:meth:`Kernel.apply` by calling each method in turn: the reference semantics."""
+def apply_one_by_one(target: Any, ops: Sequence[AnyOp]) -> list["KernelError | None"]:
+    """A subsystem's ``apply`` by calling each op's method in turn: the
+    reference semantics."""
     results: list[KernelError | None] = []
     for op in ops:
         try:
-            getattr(kernel, op.method)(*op.args)
+            op.call(target)
             results.append(None)
         except IPVSUnavailable:
             raise
@@ -289,45 +394,38 @@ def apply_one_by_one(kernel: "Kernel", ops: Sequence[Op]) -> list["KernelError |
     return results
 
 
-# --- the interface -----------------------------------------------------------
+# --- the interfaces: one per subsystem ----------------------------------------
+#
+# Each implementation also has the one-op methods the ops name
+# (``add_virtual_server(vs)``, ``add_address(link, address)``, ...): the same
+# as ``apply`` of that one op, raising its error. They are conveniences for
+# tests and tools, not part of the interfaces.
 
+_APPLY_DOC = """Do ``ops`` in order; one result per op: None (done) or the error
+        the op fails with (:class:`Exists`, :class:`NotFound`, :class:`KernelError`).
 
-@runtime_checkable
-class Kernel(Protocol):
-    """Everything the node proxy asks of a node's kernel.
-
-    IPVS -- virtual servers are identified by ``VirtualServer.key`` and real
-    servers by ``RealServer.key``; other attributes are ignored when looking
-    an object up.
-    """
-
-    # -- availability -------------------------------------------------------
-    def probe(self, schedulers: Iterable[str] = ("rr",)) -> None:
-        """Check IPVS (and the given schedulers), dummy links and ipset work.
-
-        Raises :class:`IPVSUnavailable` naming the first missing module
-        (e.g. ``ip_vs``, ``ip_vs_wrr``). Side effects: may load modules.
-        """
-        ...
-
-    def kernel_version(self) -> tuple[int, int, int]:
-        """The running kernel's (major, minor, patch), e.g. (6, 1, 0)."""
-        ...
-
-    # -- bulk ---------------------------------------------------------------
-    def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
-        """Do ``ops`` in order; one result per op: None (done) or the error
-        the single call would have raised (:class:`Exists`, :class:`NotFound`,
-        :class:`KernelError`).
-
-        Exactly the semantics of calling each method in turn
+        Exactly the semantics of doing each op in turn
         (:func:`apply_one_by_one`): an op that fails changes nothing and does
         not stop the ops after it, so a partial failure leaves the rest
         applied. The point is the cost: an implementation sends many ops per
         kernel round trip. Only :class:`IPVSUnavailable` (and errors of the
         transport itself) are raised instead of returned.
         """
+
+
+@runtime_checkable
+class IPVS(Protocol):
+    """IPVS virtual servers and their real servers.
+
+    Virtual servers are identified by ``VirtualServer.key`` and real servers
+    by ``RealServer.key``; other attributes are ignored when looking an
+    object up.
+    """
+
+    def apply(self, ops: Sequence[IPVSOp]) -> list[KernelError | None]:
         ...
+
+    apply.__doc__ = _APPLY_DOC
 
     def list_ipvs(self) -> dict[VirtualServer, list[RealServerState]]:
         """Every IPVS virtual server with its real servers, read in bulk.
@@ -337,27 +435,10 @@ class Kernel(Protocol):
         """
         ...
 
-    # -- IPVS virtual servers ----------------------------------------------
     def list_virtual_servers(self) -> list[VirtualServer]:
         """Every IPVS virtual server on the node (ours and anybody's)."""
         ...
 
-    def add_virtual_server(self, vs: VirtualServer) -> None:
-        """Create ``vs``. Raises :class:`Exists` when its key exists already."""
-        ...
-
-    def update_virtual_server(self, vs: VirtualServer) -> None:
-        """Set scheduler, persistence and flags of the existing ``vs.key``.
-
-        Real servers are kept. Raises :class:`NotFound`.
-        """
-        ...
-
-    def delete_virtual_server(self, vs: VirtualServer) -> None:
-        """Delete ``vs.key`` and all its real servers. Raises :class:`NotFound`."""
-        ...
-
-    # -- IPVS real servers -------------------------------------------------
     def list_real_servers(self, vs: VirtualServer) -> list[RealServerState]:
         """Real servers of ``vs.key`` with weights and connection counters.
 
@@ -365,30 +446,20 @@ class Kernel(Protocol):
         """
         ...
 
-    def add_real_server(self, vs: VirtualServer, rs: RealServer) -> None:
-        """Add ``rs`` (masquerade forwarding, ``rs.weight``) to ``vs.key``.
-
-        Raises :class:`Exists` when ``rs.key`` is there already, :class:`NotFound`
-        when the virtual server is missing.
-        """
-        ...
-
-    def update_real_server(self, vs: VirtualServer, rs: RealServer) -> None:
-        """Set the weight of the existing ``rs.key`` in ``vs.key`` to ``rs.weight``.
-
-        Connections and counters are kept. Raises :class:`NotFound`.
-        """
-        ...
-
-    def delete_real_server(self, vs: VirtualServer, rs: RealServer) -> None:
-        """Remove ``rs.key`` from ``vs.key``. Raises :class:`NotFound`."""
-        ...
-
     def set_ipvs_timeouts(self, tcp: int, tcp_fin: int, udp: int) -> None:
         """Set IPVS connection timeouts in seconds; 0 leaves that one unchanged."""
         ...
 
-    # -- the dummy link and its addresses ----------------------------------
+
+@runtime_checkable
+class Addresses(Protocol):
+    """The dummy link that holds service addresses, and its addresses."""
+
+    def apply(self, ops: Sequence[AddressOp]) -> list[KernelError | None]:
+        ...
+
+    apply.__doc__ = _APPLY_DOC
+
     def ensure_dummy_link(self, name: str) -> None:
         """Create dummy link ``name`` if missing, and set it up. Idempotent."""
         ...
@@ -401,15 +472,16 @@ class Kernel(Protocol):
         """IPv4 addresses (no prefix length) on ``link``. Raises :class:`NotFound`."""
         ...
 
-    def add_address(self, link: str, address: str) -> None:
-        """Add ``address``/32 to ``link``. Raises :class:`Exists`, :class:`NotFound` (link)."""
+
+@runtime_checkable
+class IPSets(Protocol):
+    """ipsets and their members."""
+
+    def apply(self, ops: Sequence[IPSetOp]) -> list[KernelError | None]:
         ...
 
-    def delete_address(self, link: str, address: str) -> None:
-        """Remove ``address`` from ``link``. Raises :class:`NotFound`."""
-        ...
+    apply.__doc__ = _APPLY_DOC
 
-    # -- ipsets ------------------------------------------------------------
     def ensure_ipset(self, spec: IPSetSpec) -> None:
         """Create the set if missing. An existing set of the same name and type
         is left as it is (entries kept); one of another type raises
@@ -418,14 +490,6 @@ class Kernel(Protocol):
 
     def list_ipset(self, name: str) -> set[IPSetEntry]:
         """Members of set ``name``. Raises :class:`NotFound`."""
-        ...
-
-    def add_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
-        """Add one member. Raises :class:`Exists`, :class:`NotFound` (set)."""
-        ...
-
-    def delete_ipset_entry(self, name: str, entry: IPSetEntry) -> None:
-        """Remove one member. Raises :class:`NotFound` (set or member)."""
         ...
 
     def flush_ipset(self, name: str) -> None:
@@ -437,7 +501,11 @@ class Kernel(Protocol):
         (EBUSY) while an iptables rule still references it."""
         ...
 
-    # -- iptables ----------------------------------------------------------
+
+@runtime_checkable
+class Firewall(Protocol):
+    """Our iptables chains and the jumps to them, and conntrack entries."""
+
     def restore_iptables(self, text: str) -> None:
         """Apply ``text`` (iptables-restore format, one or more ``*table`` ...
         ``COMMIT`` blocks) atomically per table, like ``iptables-restore --noflush``.
@@ -465,7 +533,18 @@ class Kernel(Protocol):
         """Delete one identical rule. Raises :class:`NotFound`."""
         ...
 
-    # -- sysctl and conntrack ----------------------------------------------
+    def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
+        """Delete conntrack entries of ``protocol`` (``UDP`` or ``SCTP``) whose
+        original destination is ``address``:``port`` and, if ``real_address`` is
+        given, whose reply comes from it (the NAT destination). Returns how many
+        were deleted (0 when there were none: not an error)."""
+        ...
+
+
+@runtime_checkable
+class Sysctl(Protocol):
+    """Kernel parameters under ``/proc/sys``."""
+
     def read_sysctl(self, name: str) -> str:
         """Value of sysctl ``name`` (slash form: ``net/ipv4/vs/conntrack``), stripped.
 
@@ -476,11 +555,32 @@ class Kernel(Protocol):
         """Set sysctl ``name``. Raises :class:`NotFound`, :class:`KernelError` (EPERM, EROFS...)."""
         ...
 
-    def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
-        """Delete conntrack entries of ``protocol`` (``UDP`` or ``SCTP``) whose
-        original destination is ``address``:``port`` and, if ``real_address`` is
-        given, whose reply comes from it (the NAT destination). Returns how many
-        were deleted (0 when there were none: not an error)."""
+
+@runtime_checkable
+class Kernel(Protocol):
+    """Everything the IPVS mode asks of a node's kernel: the bundle of its
+    subsystems, plus the checks and the release that concern them all.
+
+    The subsystems may be one object (the in-memory fake) or several (Linux:
+    one socket or tool each); callers only use each through its interface.
+    """
+
+    ipvs: IPVS
+    addresses: Addresses
+    ipset: IPSets
+    firewall: Firewall
+    sysctl: Sysctl
+
+    def probe(self, schedulers: Iterable[str] = ("rr",)) -> None:
+        """Check IPVS (and the given schedulers), dummy links and ipset work.
+
+        Raises :class:`IPVSUnavailable` naming the first missing module
+        (e.g. ``ip_vs``, ``ip_vs_wrr``). Side effects: may load modules.
+        """
+        ...
+
+    def kernel_version(self) -> tuple[int, int, int]:
+        """The running kernel's (major, minor, patch), e.g. (6, 1, 0)."""
         ...
 
     def close(self) -> None:
@@ -488,7 +588,8 @@ class Kernel(Protocol):
         ...
 
 
-#: Kernel methods that change state (the rest only read). Used for counting.
+#: Subsystem methods (and op methods) that change state; the rest only read.
+#: Used for counting and printing.
 MUTATING_METHODS = frozenset({
     "add_virtual_server", "update_virtual_server", "delete_virtual_server",
     "add_real_server", "update_real_server", "delete_real_server", "set_ipvs_timeouts",

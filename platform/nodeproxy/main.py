@@ -203,7 +203,7 @@ def _run(args, kernel, stop: threading.Event, clock) -> int:
         for failure in failures[:-1]:
             print(f"nodeproxy: {failure}", file=sys.stderr)
         return _fail(failures[-1])
-    warning = sysctls.advice(kernel)
+    warning = sysctls.advice(kernel.sysctl)
     if warning:
         log.warning("%s", warning)
     return _serve(args, proxier, stop, clock)

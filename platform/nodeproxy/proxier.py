@@ -19,7 +19,7 @@ Two kinds of sync, both run by the bounded-frequency runner through
   compares everything. This repairs drift such as a virtual server deleted by
   hand.
 
-Both hand the kernel whole batches (``Kernel.apply``): one for the dummy
+Both hand the kernel whole batches (each subsystem's ``apply``): one for the dummy
 link's addresses, one for ipset members, one for virtual servers, one for
 real servers, plus rare follow-ups; a full sync reads IPVS with one
 ``list_ipvs``. So the number of kernel round trips does not grow with the
@@ -49,7 +49,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
+from typing import Any, Callable
 
 from platformd.common import gcpause
 from platformd.common.clock import REAL_CLOCK, Clock
@@ -61,7 +61,27 @@ from .cleanup import remove_everything
 from .desired import DesiredState, Entry, Touched, VSKey
 from .graceful import DEFAULT_TIMEOUT, GracefulTerminationManager, clear_conntrack
 from .health import ProxierHealth, node_eligible
-from .kernel import DUMMY_LINK, UDP, Exists, Kernel, KernelError, NotFound, Op, RealServer, VirtualServer
+from .kernel import (
+    DUMMY_LINK,
+    UDP,
+    AddAddress,
+    AddIPSetEntry,
+    AddRealServer,
+    AddVirtualServer,
+    DeleteAddress,
+    DeleteIPSetEntry,
+    DeleteVirtualServer,
+    Exists,
+    IPVSOp,
+    Kernel,
+    KernelError,
+    NotFound,
+    RealServer,
+    UpdateRealServer,
+    UpdateVirtualServer,
+    VirtualServer,
+    ops_of,
+)
 from .metrics import Metrics
 from .translate import EMPTY, Options, ServicePort, ServiceState, SliceInfo, canonical, is_ip, service_state
 
@@ -186,7 +206,7 @@ class Proxier:
     def setup_sysctls(self) -> list[str]:
         """Apply the sysctls (see ``sysctls.py``); returns failure messages."""
         version = self.kernel.kernel_version()
-        return sysctls.apply(self.kernel, sysctls.wanted(version, self.opts.strict_arp))
+        return sysctls.apply(self.kernel.sysctl, sysctls.wanted(version, self.opts.strict_arp))
 
     # -- the sync ----------------------------------------------------------------
     def sync(self) -> SyncResult:
@@ -350,24 +370,24 @@ class Proxier:
 
     def _ensure_base(self) -> None:
         k = self.kernel
-        k.ensure_dummy_link(DUMMY_LINK)
+        k.addresses.ensure_dummy_link(DUMMY_LINK)
         for spec in ipsets.SPECS:
-            k.ensure_ipset(spec)
-        k.restore_iptables(iptables.render(iptables.RuleOptions(self.opts.masquerade_all, self.opts.cluster_cidr)))
-        k.ensure_iptables_rules([(jump.table, jump.chain, jump.rule) for jump in iptables.JUMPS])
+            k.ipset.ensure_ipset(spec)
+        k.firewall.restore_iptables(iptables.render(iptables.RuleOptions(self.opts.masquerade_all, self.opts.cluster_cidr)))
+        k.firewall.ensure_iptables_rules([(jump.table, jump.chain, jump.rule) for jump in iptables.JUMPS])
         o = self.opts
         if (o.tcp_timeout or o.tcp_fin_timeout or o.udp_timeout) and self._last_full is None:
-            k.set_ipvs_timeouts(o.tcp_timeout, o.tcp_fin_timeout, o.udp_timeout)
+            k.ipvs.set_ipvs_timeouts(o.tcp_timeout, o.tcp_fin_timeout, o.udp_timeout)
 
     def _read_kernel(self) -> AppliedState:
         k = self.kernel
-        state = AppliedState(addresses=k.list_addresses(DUMMY_LINK))
+        state = AppliedState(addresses=k.addresses.list_addresses(DUMMY_LINK))
         for name in ipsets.NAMES:
-            state.entries |= {(name, e) for e in k.list_ipset(name)}
+            state.entries |= {(name, e) for e in k.ipset.list_ipset(name)}
         ours = state.addresses | set(self._node_ips) | self._desired.everything().addresses
         known = set(self._applied.virtual)
         terminating = len(self.graceful) > 0
-        for vs, states in k.list_ipvs().items():  # one bulk read, not one per virtual server
+        for vs, states in k.ipvs.list_ipvs().items():  # one bulk read, not one per virtual server
             key = vs[:3]  # vs.key
             if vs.address not in ours and key not in known:
                 continue  # not one of ours
@@ -380,7 +400,7 @@ class Proxier:
 
     # -- applying a Touched set ------------------------------------------------------
     # Each step builds the operations for every touched object and hands them
-    # to the kernel as one batch (``Kernel.apply``: one result per op, the
+    # to its subsystem as one batch (``IPVS.apply`` and the like: one result per op, the
     # rest applied when one fails). Results are then folded into _applied op
     # by op; the rare follow-ups (adopting a virtual server that exists,
     # re-adding one deleted behind our back, "exists"/"missing" real servers)
@@ -388,7 +408,7 @@ class Proxier:
     # is recorded, so _applied stays exactly what the kernel confirmed.
     #
     # The loops below are written for the 10,000-Service sync: per object
-    # they make the Op and a plain tuple saying what to record, nothing more
+    # they make the op and a plain tuple saying what to record, nothing more
     # (under the test VM's emulation each Python object costs ~25 times
     # what it costs on the host).
     def _apply(self, touched: Touched) -> None:
@@ -424,21 +444,21 @@ class Proxier:
             self._steps.alongside("addresses added", lane.seconds)
 
     def _apply_addresses(self, adding: list[str], dropping: list[str]) -> None:
-        self._apply_members(adding, dropping, self._applied.addresses, "add_address", "delete_address",
+        self._apply_members(self.kernel.addresses, adding, dropping, self._applied.addresses, AddAddress, DeleteAddress,
                             lambda addresses: [(DUMMY_LINK, address) for address in addresses])
 
     def _apply_entries(self, entries: list[Entry]) -> None:
         adding, dropping = _member_changes(entries, self._applied.entries, self._desired.has_entry)
-        self._apply_members(adding, dropping, self._applied.entries,
-                            "add_ipset_entry", "delete_ipset_entry", lambda entries: entries)
+        self._apply_members(self.kernel.ipset, adding, dropping, self._applied.entries,
+                            AddIPSetEntry, DeleteIPSetEntry, lambda entries: entries)
 
-    def _apply_members(self, adding: list, dropping: list, applied: set,
-                       add: str, delete: str, args: Callable[[list], list[tuple]]) -> None:
+    def _apply_members(self, subsystem: Any, adding: list, dropping: list, applied: set,
+                       add: type, delete: type, args: Callable[[list], list[tuple]]) -> None:
         """Add ``adding`` and delete ``dropping`` (``args`` makes the ops'
         arguments of a list of them), and record in ``applied`` what the
         kernel confirmed ("exists" on add and "missing" on delete mean it
         already is as wanted)."""
-        results = self._kernel_apply(Op.each(add, args(adding)) + Op.each(delete, args(dropping)))
+        results = _apply(subsystem, ops_of(add, args(adding)) + ops_of(delete, args(dropping)))
         failures = _Failures()
         for item, error in zip(adding, results):
             if error is None or isinstance(error, Exists):
@@ -467,15 +487,14 @@ class Proxier:
                 adds.append(wanted[0])
             elif have != wanted[0]:
                 updates.append(wanted[0])
-        ops = (Op.each("add_virtual_server", [(vs,) for vs in adds])
-               + Op.each("update_virtual_server", [(vs,) for vs in updates])
-               + Op.each("delete_virtual_server", [(vs,) for vs in deletes]))
+        ops = ([AddVirtualServer(vs) for vs in adds] + [UpdateVirtualServer(vs) for vs in updates]
+               + [DeleteVirtualServer(vs) for vs in deletes])
         # ("add"|"update"|"delete", server), as ops
         todo = [("add", vs) for vs in adds] + [("update", vs) for vs in updates] + [("delete", vs) for vs in deletes]
         adopt: list[VirtualServer] = []  # exists already (ours from a previous run)
         again: list[VirtualServer] = []  # deleted behind our back: add it afresh
         failures = _Failures()
-        for (what, vs), error in zip(todo, self._kernel_apply(ops)):
+        for (what, vs), error in zip(todo, _apply(self.kernel.ipvs, ops)):
             if what == "add":
                 if error is None:
                     self._record_virtual(vs, {})
@@ -509,8 +528,8 @@ class Proxier:
 
     def _adopt(self, vs: VirtualServer) -> None:
         """Take over an existing virtual server: our settings, its real servers as they are."""
-        self.kernel.update_virtual_server(vs)
-        current = {s.server.key: s.server for s in self.kernel.list_real_servers(vs)
+        _raise_first(_apply(self.kernel.ipvs, [UpdateVirtualServer(vs)]))
+        current = {s.server.key: s.server for s in self.kernel.ipvs.list_real_servers(vs)
                    if not self.graceful.terminating(vs, s.server.key)}
         self._record_virtual(vs, current)
 
@@ -528,12 +547,12 @@ class Proxier:
             vs, reals = wanted
             self._real_changes(vs, reals, changes)
         ops, todo = changes.ops()
-        retry_ops: list[Op] = []
+        retry_ops: list[IPVSOp] = []
         retry: list[_RealChange] = []
-        self._record_reals(todo, self._kernel_apply(ops), retry_ops, retry)
+        self._record_reals(todo, _apply(self.kernel.ipvs, ops), retry_ops, retry)
         # The kernel disagreed with _applied (a real server added or deleted
         # behind our back): the other of add / set weight, once.
-        self._record_reals(retry, self._kernel_apply(retry_ops), None, None)
+        self._record_reals(retry, _apply(self.kernel.ipvs, retry_ops), None, None)
 
     def _real_changes(self, vs: VirtualServer, reals: frozenset[RealServer], changes: "_RealChanges") -> None:
         """Add to ``changes`` what brings ``vs``'s real servers to ``reals``;
@@ -543,7 +562,7 @@ class Proxier:
             # While a UDP service had no endpoints, clients' packets created
             # conntrack entries that lead nowhere; they would outlive the new
             # endpoints, so clear them (kube-proxy does the same).
-            clear_conntrack(self.kernel, vs, None)
+            clear_conntrack(self.kernel.firewall, vs, None)
         terminating = len(self.graceful) > 0
         if not current and not terminating:  # a new virtual server: add them all
             # Sorted as RealServer tuples = by key, as the keys are unique.
@@ -568,21 +587,18 @@ class Proxier:
 
     @staticmethod
     def _record_reals(todo: list[_RealChange], results: list[KernelError | None],
-                      retry_ops: list[Op] | None, retry: list[_RealChange] | None) -> None:
+                      retry_ops: list[IPVSOp] | None, retry: list[_RealChange] | None) -> None:
         failures = _Failures()
         for change, error in zip(todo, results):
             adding, vs, rs, current = change
             if error is None:
                 current[(rs.address, rs.port)] = rs
             elif retry is not None and isinstance(error, Exists if adding else NotFound):
-                retry_ops.append(Op("update_real_server" if adding else "add_real_server", (vs, rs)))
+                retry_ops.append(UpdateRealServer(vs, rs) if adding else AddRealServer(vs, rs))
                 retry.append((not adding, vs, rs, current))
             else:
                 failures.add(error)
         failures.raise_first()
-
-    def _kernel_apply(self, ops: list[Op]) -> list[KernelError | None]:
-        return self.kernel.apply(ops) if ops else []
 
     # -- cleanup ---------------------------------------------------------------------
     def cleanup(self) -> list[str]:
@@ -604,10 +620,10 @@ class _RealChanges:
         self.adds: list[_RealChange] = []
         self.updates: list[_RealChange] = []
 
-    def ops(self) -> tuple[list[Op], list[_RealChange]]:
+    def ops(self) -> tuple[list[IPVSOp], list[_RealChange]]:
         """The ops, and the change each one makes (same order)."""
-        ops = (Op.each("add_real_server", [(vs, rs) for _adding, vs, rs, _current in self.adds])
-               + Op.each("update_real_server", [(vs, rs) for _adding, vs, rs, _current in self.updates]))
+        ops = (ops_of(AddRealServer, [(vs, rs) for _adding, vs, rs, _current in self.adds])
+               + ops_of(UpdateRealServer, [(vs, rs) for _adding, vs, rs, _current in self.updates]))
         return ops, self.adds + self.updates
 
 
@@ -647,6 +663,18 @@ class _Failures:
     def raise_first(self) -> None:
         if self.first is not None:
             raise self.first
+
+
+def _apply(subsystem: Any, ops: list) -> list[KernelError | None]:
+    """``subsystem.apply(ops)`` (of :class:`~.kernel.IPVS`, ``Addresses`` or
+    ``IPSets``), without a call into the kernel for no ops."""
+    return subsystem.apply(ops) if ops else []
+
+
+def _raise_first(results: list[KernelError | None]) -> None:
+    for error in results:
+        if error is not None:
+            raise error
 
 
 def _member_changes(items: list, applied: set, wanted: Callable[[object], bool]) -> tuple[list, list]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .kernel import Kernel, KernelError
+from .kernel import KernelError, Sysctl
 
 CONN_REUSE_MIN = (4, 1, 0)
 CONN_REUSE_FIXED = (5, 9, 0)
@@ -58,7 +58,7 @@ def wanted(kernel_version: tuple[int, int, int], strict_arp: bool) -> list[Setti
     return out
 
 
-def apply(kernel: Kernel, settings: list[Setting]) -> list[str]:
+def apply(kernel: Sysctl, settings: list[Setting]) -> list[str]:
     """Write every setting that differs. Returns one message per failure."""
     failures = []
     for s in settings:
@@ -73,7 +73,7 @@ def apply(kernel: Kernel, settings: list[Setting]) -> list[str]:
 BRIDGE_NF = "net/bridge/bridge-nf-call-iptables"
 
 
-def advice(kernel: Kernel) -> str | None:
+def advice(kernel: Sysctl) -> str | None:
     """A warning when bridged pod traffic would bypass iptables, else None."""
     try:
         value = kernel.read_sysctl(BRIDGE_NF)

@@ -16,7 +16,8 @@ from platformd.nodeproxy.counting import CountingKernel
 from platformd.nodeproxy.dryrun import DryRunKernel
 from platformd.nodeproxy.fakekernel import FakeKernel
 from platformd.nodeproxy.kernel import (
-    FLAG_SCHED2, IPSetEntry, IPVSUnavailable, KernelError, Op, RealServer, VirtualServer)
+    FLAG_SCHED2, AddRealServer, AddVirtualServer, DeleteRealServer, IPSetEntry, IPVSUnavailable, KernelError,
+    RealServer, UpdateRealServer, VirtualServer, ops_of)
 from platformd.nodeproxy.netlink import attr, nested, parse_attrs
 
 VS = VirtualServer("TCP", "10.96.0.1", 80)
@@ -34,13 +35,13 @@ def _names(results):
 def test_apply_returns_one_result_per_op_and_applies_the_rest():
     k = FakeKernel()
     results = k.apply([
-        Op("add_virtual_server", (VS,)),
-        Op("add_virtual_server", (VS,)),
-        Op("add_real_server", (VS, RS1)),
-        Op("add_real_server", (VirtualServer("TCP", "10.96.0.9", 80), RS1)),
-        Op("update_real_server", (VS, RS2)),
-        Op("add_real_server", (VS, RS2)),
-        Op("delete_real_server", (VS, RealServer("10.9.9.9", 1))),
+        AddVirtualServer(VS),
+        AddVirtualServer(VS),
+        AddRealServer(VS, RS1),
+        AddRealServer(VirtualServer("TCP", "10.96.0.9", 80), RS1),
+        UpdateRealServer(VS, RS2),
+        AddRealServer(VS, RS2),
+        DeleteRealServer(VS, RealServer("10.9.9.9", 1)),
     ])
     assert _names(results) == [None, "Exists", None, "NotFound", "NotFound", None, "NotFound"]
     assert k.snapshot() == {VS: {RS1.key: 1, RS2.key: 3}}
@@ -50,26 +51,21 @@ def test_apply_sees_injected_failures_per_method():
     k = FakeKernel()
     k.add_virtual_server(VS)
     k.fail_next("add_real_server")
-    results = k.apply([Op("add_real_server", (VS, RS1)), Op("add_real_server", (VS, RS2))])
+    results = k.apply([AddRealServer(VS, RS1), AddRealServer(VS, RS2)])
     assert isinstance(results[0], KernelError) and results[1] is None
     assert k.snapshot() == {VS: {RS2.key: 3}}
 
 
 def test_apply_raises_when_ipvs_is_missing():
     with pytest.raises(IPVSUnavailable):
-        FakeKernel(ipvs=False).apply([Op("add_virtual_server", (VS,))])
-
-
-def test_op_names_only_batchable_methods():
-    with pytest.raises(ValueError):
-        Op("restore_iptables", ("*nat\nCOMMIT\n",))
+        FakeKernel(ipvs=False).apply([AddVirtualServer(VS)])
 
 
 def test_list_ipvs_equals_one_listing_per_virtual_server():
     k = FakeKernel()
     other = VirtualServer("UDP", "10.96.0.2", 53)
-    k.apply([Op("add_virtual_server", (VS,)), Op("add_virtual_server", (other,)),
-             Op("add_real_server", (VS, RS1))])
+    k.apply([AddVirtualServer(VS), AddVirtualServer(other),
+             AddRealServer(VS, RS1)])
     k.set_connections(VS, RS1, 2, 1)
     assert k.list_ipvs() == {vs: k.list_real_servers(vs) for vs in k.list_virtual_servers()}
 
@@ -77,8 +73,8 @@ def test_list_ipvs_equals_one_listing_per_virtual_server():
 def test_dry_run_prints_each_op_of_a_batch():
     out = io.StringIO()
     k = DryRunKernel(out)
-    results = k.apply([Op("add_virtual_server", (VS,)), Op("add_real_server", (VS, RS1)),
-                       Op("add_virtual_server", (VS,))])
+    results = k.apply([AddVirtualServer(VS), AddRealServer(VS, RS1),
+                       AddVirtualServer(VS)])
     assert _names(results) == [None, None, "Exists"]
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("dry-run: add_virtual_server tcp:10.96.0.1:80")
@@ -88,23 +84,21 @@ def test_dry_run_prints_each_op_of_a_batch():
 
 def test_counting_counts_logical_ops_and_batches():
     k = CountingKernel(FakeKernel())
-    k.apply([Op("add_virtual_server", (VS,)), Op("add_real_server", (VS, RS1)), Op("add_real_server", (VS, RS2))])
-    k.list_real_servers(VS)
+    k.ipvs.apply([AddVirtualServer(VS), AddRealServer(VS, RS1), AddRealServer(VS, RS2)])
+    k.ipvs.list_real_servers(VS)
     assert dict(k.counts) == {"add_virtual_server": 1, "add_real_server": 2, "list_real_servers": 1}
     assert (k.writes, k.reads, k.batches, k.round_trips) == (3, 1, 2, 2)
     # time inside the kernel, per method; a mixed batch under its methods joined
     assert set(k.seconds) == {"add_real_server+add_virtual_server", "list_real_servers"}
     k.reset()
-    k.apply([])
+    k.ipvs.apply([])
     assert (k.batches, sum(k.counts.values()), dict(k.seconds)) == (0, 0, {})
 
 
-def test_op_each_checks_the_method_once_and_builds_equal_ops():
-    assert Op.each("add_real_server", [(VS, RS1), (VS, RS2)]) == [Op("add_real_server", (VS, RS1)),
-                                                                  Op("add_real_server", (VS, RS2))]
-    assert all(type(op) is Op for op in Op.each("add_virtual_server", [(VS,)]))
-    with pytest.raises(ValueError):
-        Op.each("flush_ipset", [("KUBE-X",)])
+def test_ops_of_builds_ops_equal_to_calling_the_class():
+    assert ops_of(AddRealServer, [(VS, RS1), (VS, RS2)]) == [AddRealServer(VS, RS1), AddRealServer(VS, RS2)]
+    assert all(type(op) is AddVirtualServer for op in ops_of(AddVirtualServer, [(VS,)]))
+    assert AddRealServer(VS, RS1).rs == RS1 and AddRealServer.method == "add_real_server"
 
 
 # -- codecs -------------------------------------------------------------------------

@@ -38,5 +38,5 @@ def test_a_loader_that_claims_success_does_not_hide_the_missing_module():
 def test_ipvs_calls_without_ipvs_raise_unavailable():
     kernel = LinuxKernel(module_loader=lambda module: False)
     with pytest.raises(IPVSUnavailable) as caught:
-        kernel.list_virtual_servers()
+        kernel.ipvs.list_virtual_servers()
     assert caught.value.module == "ip_vs"

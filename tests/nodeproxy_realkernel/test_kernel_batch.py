@@ -1,4 +1,4 @@
-"""LinuxKernel's bulk path on a real kernel: ``apply`` and ``list_ipvs``.
+"""The Linux subsystems' bulk path on a real kernel: ``apply`` and ``list_ipvs``.
 
 ``apply`` must mean exactly "each op called on its own" -- per-op errors,
 the rest applied -- while sending many ops per netlink round trip.
@@ -14,9 +14,18 @@ from platformd.nodeproxy.kernel import (
     Exists,
     IPSetEntry,
     IPSetSpec,
+    AddAddress,
+    AddIPSetEntry,
+    AddRealServer,
+    AddVirtualServer,
+    DeleteAddress,
+    DeleteIPSetEntry,
+    DeleteRealServer,
+    DeleteVirtualServer,
     NotFound,
-    Op,
     RealServer,
+    UpdateRealServer,
+    UpdateVirtualServer,
     VirtualServer,
 )
 
@@ -33,72 +42,74 @@ def _kinds(results):
 
 
 def test_apply_reports_errors_per_op_and_applies_the_rest(kernel):
-    results = kernel.apply([
-        Op("add_virtual_server", (VS,)),
-        Op("add_virtual_server", (VirtualServer("TCP", "10.96.0.10", 80, scheduler="wrr"),)),
-        Op("add_real_server", (VS, RS1)),
-        Op("add_real_server", (MISSING, RS1)),
-        Op("add_real_server", (VS, RealServer(RS1.address, RS1.port, 7))),
-        Op("update_real_server", (VS, RS2)),
-        Op("add_real_server", (VS, RS2)),
-        Op("delete_real_server", (VS, RealServer("10.244.9.9", 80))),
-        Op("update_virtual_server", (MISSING,)),
-        Op("delete_virtual_server", (MISSING,)),
+    results = kernel.ipvs.apply([
+        AddVirtualServer(VS),
+        AddVirtualServer(VirtualServer("TCP", "10.96.0.10", 80, scheduler="wrr")),
+        AddRealServer(VS, RS1),
+        AddRealServer(MISSING, RS1),
+        AddRealServer(VS, RealServer(RS1.address, RS1.port, 7)),
+        UpdateRealServer(VS, RS2),
+        AddRealServer(VS, RS2),
+        DeleteRealServer(VS, RealServer("10.244.9.9", 80)),
+        UpdateVirtualServer(MISSING),
+        DeleteVirtualServer(MISSING),
     ])
     assert _kinds(results) == [None, "Exists", None, "NotFound", "Exists", "NotFound", None,
                                "NotFound", "NotFound", "NotFound"]
-    assert kernel.list_virtual_servers() == [VS]  # the failed second add changed nothing
-    assert [s.server for s in kernel.list_real_servers(VS)] == [RS1, RS2]
+    assert kernel.ipvs.list_virtual_servers() == [VS]  # the failed second add changed nothing
+    assert [s.server for s in kernel.ipvs.list_real_servers(VS)] == [RS1, RS2]
     listing = sh("ipvsadm", "-Ln", "-t", "10.96.0.10:80")
     assert re.search(r"-> 10\.244\.1\.5:8080\s+Masq\s+1\s", listing), listing
     assert re.search(r"-> 10\.244\.2\.7:8080\s+Masq\s+3\s", listing), listing
 
 
-def test_apply_mixes_addresses_ipset_members_and_ipvs_in_order(kernel):
-    kernel.ensure_dummy_link("kube-ipvs0")
-    kernel.ensure_ipset(IPSetSpec("KUBE-TEST", "hash:ip,port"))
+def test_apply_of_addresses_and_ipset_members_reports_errors_per_op(kernel):
+    kernel.addresses.ensure_dummy_link("kube-ipvs0")
+    kernel.ipset.ensure_ipset(IPSetSpec("KUBE-TEST", "hash:ip,port"))
     member = IPSetEntry(ip="10.96.0.10", protocol="tcp", port=80)
-    results = kernel.apply([
-        Op("add_address", ("kube-ipvs0", "10.96.0.10")),
-        Op("add_address", ("kube-ipvs0", "10.96.0.10")),
-        Op("add_address", ("nosuch0", "10.96.0.10")),
-        Op("add_ipset_entry", ("KUBE-TEST", member)),
-        Op("add_ipset_entry", ("KUBE-TEST", member)),
-        Op("delete_ipset_entry", ("KUBE-TEST", IPSetEntry(ip="10.96.0.11", protocol="tcp", port=80))),
-        Op("add_ipset_entry", ("KUBE-NOSUCH", member)),
-        Op("add_virtual_server", (VS,)),
-        Op("delete_address", ("kube-ipvs0", "10.96.0.77")),
-        Op("add_real_server", (VS, RS1)),
+    addresses = kernel.addresses.apply([
+        AddAddress("kube-ipvs0", "10.96.0.10"),
+        AddAddress("kube-ipvs0", "10.96.0.10"),
+        AddAddress("nosuch0", "10.96.0.10"),
+        DeleteAddress("kube-ipvs0", "10.96.0.77"),
     ])
-    assert _kinds(results) == [None, "Exists", "NotFound", None, "Exists", "NotFound", "NotFound",
-                               None, "NotFound", None]
-    assert kernel.list_addresses("kube-ipvs0") == {"10.96.0.10"}
+    members = kernel.ipset.apply([
+        AddIPSetEntry("KUBE-TEST", member),
+        AddIPSetEntry("KUBE-TEST", member),
+        DeleteIPSetEntry("KUBE-TEST", IPSetEntry(ip="10.96.0.11", protocol="tcp", port=80)),
+        AddIPSetEntry("KUBE-NOSUCH", member),
+    ])
+    ipvs = kernel.ipvs.apply([AddVirtualServer(VS), AddRealServer(VS, RS1)])
+    assert _kinds(addresses) == [None, "Exists", "NotFound", "NotFound"]
+    assert _kinds(members) == [None, "Exists", "NotFound", "NotFound"]
+    assert _kinds(ipvs) == [None, None]
+    assert kernel.addresses.list_addresses("kube-ipvs0") == {"10.96.0.10"}
     assert "add KUBE-TEST 10.96.0.10,tcp:80" in sh("ipset", "save", "KUBE-TEST")
-    assert [s.server for s in kernel.list_real_servers(VS)] == [RS1]
+    assert [s.server for s in kernel.ipvs.list_real_servers(VS)] == [RS1]
 
 
 def test_a_large_batch_is_split_under_the_socket_buffer_and_fully_applied(kernel):
-    kernel.add_virtual_server(VS)
+    kernel.ipvs.add_virtual_server(VS)
     servers = [RealServer(f"10.244.{i // 250}.{i % 250 + 1}", 8080) for i in range(3000)]
     before = kernel.round_trips
-    assert kernel.apply([Op("add_real_server", (VS, rs)) for rs in servers]) == [None] * 3000
+    assert kernel.ipvs.apply([AddRealServer(VS, rs) for rs in servers]) == [None] * 3000
     trips = kernel.round_trips - before
     assert 1 < trips <= 3000 // 256 + 1, trips  # chunked, yet far fewer trips than ops
     # Every op failing: each error ack must come back, none lost to a full buffer.
-    again = kernel.apply([Op("add_real_server", (VS, rs)) for rs in servers])
+    again = kernel.ipvs.apply([AddRealServer(VS, rs) for rs in servers])
     assert all(isinstance(e, Exists) for e in again)
-    assert len(kernel.list_real_servers(VS)) == 3000
+    assert len(kernel.ipvs.list_real_servers(VS)) == 3000
     assert sh("ipvsadm", "-Ln").count("Masq") == 3000
-    gone = kernel.apply([Op("delete_real_server", (VS, rs)) for rs in servers[::2]])
+    gone = kernel.ipvs.apply([DeleteRealServer(VS, rs) for rs in servers[::2]])
     assert gone == [None] * 1500
-    assert len(kernel.list_real_servers(VS)) == 1500
+    assert len(kernel.ipvs.list_real_servers(VS)) == 1500
 
 
 def test_the_single_calls_raise_what_apply_returns(kernel):
-    [error] = kernel.apply([Op("add_real_server", (MISSING, RS1))])
+    [error] = kernel.ipvs.apply([AddRealServer(MISSING, RS1)])
     assert isinstance(error, NotFound)
-    kernel.add_virtual_server(VS)
-    [error] = kernel.apply([Op("add_virtual_server", (VS,))])
+    kernel.ipvs.add_virtual_server(VS)
+    [error] = kernel.ipvs.apply([AddVirtualServer(VS)])
     assert isinstance(error, Exists) and "10.96.0.10" in str(error)
 
 
@@ -107,14 +118,14 @@ def test_list_ipvs_reads_services_and_real_servers_in_bulk(kernel):
                            flags=FLAG_SCHED2)
     udp = VirtualServer("UDP", "10.96.0.10", 53, scheduler="wrr")
     empty = VirtualServer("TCP", "10.96.0.30", 8080)
-    ops = [Op("add_virtual_server", (vs,)) for vs in (VS, sticky, udp, empty)]
-    ops += [Op("add_real_server", (VS, RS1)), Op("add_real_server", (VS, RS2)),
-            Op("add_real_server", (udp, RealServer("10.244.3.3", 53, 0))),
-            Op("add_real_server", (sticky, RealServer("10.244.4.4", 443, 65535)))]
-    assert kernel.apply(ops) == [None] * len(ops)
+    ops = [AddVirtualServer(vs) for vs in (VS, sticky, udp, empty)]
+    ops += [AddRealServer(VS, RS1), AddRealServer(VS, RS2),
+            AddRealServer(udp, RealServer("10.244.3.3", 53, 0)),
+            AddRealServer(sticky, RealServer("10.244.4.4", 443, 65535))]
+    assert kernel.ipvs.apply(ops) == [None] * len(ops)
     sh("ipvsadm", "-A", "-f", "7", "-s", "rr")  # firewall-mark services are not ours to model
-    bulk = kernel.list_ipvs()
-    one_by_one = {vs: kernel.list_real_servers(vs) for vs in kernel.list_virtual_servers()}
+    bulk = kernel.ipvs.list_ipvs()
+    one_by_one = {vs: kernel.ipvs.list_real_servers(vs) for vs in kernel.ipvs.list_virtual_servers()}
     assert bulk == one_by_one
     assert set(bulk) == {VS, sticky, udp, empty}
     assert bulk[empty] == []

@@ -69,7 +69,7 @@ def test_probe_names_a_missing_scheduler(kernel):
     with pytest.raises(IPVSUnavailable) as caught:
         kernel.probe(("rr", "nosuch"))
     assert caught.value.module == "ip_vs_nosuch"
-    assert kernel.list_virtual_servers() == []  # the probe service is gone
+    assert kernel.ipvs.list_virtual_servers() == []  # the probe service is gone
 
 
 def test_is_a_kernel_and_knows_its_version(kernel):
@@ -84,8 +84,8 @@ def test_virtual_servers_round_trip(kernel):
     sticky = VirtualServer("TCP", "10.96.0.20", 443, scheduler="sh", persistence_timeout=10800,
                            flags=FLAG_SCHED2)
     for vs in (VS, VS_UDP, sticky):
-        kernel.add_virtual_server(vs)
-    assert sorted(kernel.list_virtual_servers()) == sorted([VS, VS_UDP, sticky])
+        kernel.ipvs.add_virtual_server(vs)
+    assert sorted(kernel.ipvs.list_virtual_servers()) == sorted([VS, VS_UDP, sticky])
 
     listing = sh("ipvsadm", "-Ln")
     assert "TCP  10.96.0.10:80 rr" in listing
@@ -94,58 +94,58 @@ def test_virtual_servers_round_trip(kernel):
 
 
 def test_adding_an_existing_virtual_server_raises_exists(kernel):
-    kernel.add_virtual_server(VS)
+    kernel.ipvs.add_virtual_server(VS)
     with pytest.raises(Exists):
-        kernel.add_virtual_server(VirtualServer("TCP", "10.96.0.10", 80, scheduler="wrr"))
+        kernel.ipvs.add_virtual_server(VirtualServer("TCP", "10.96.0.10", 80, scheduler="wrr"))
 
 
 def test_update_changes_scheduler_and_persistence_and_keeps_real_servers(kernel):
-    kernel.add_virtual_server(VS)
-    kernel.add_real_server(VS, RS1)
+    kernel.ipvs.add_virtual_server(VS)
+    kernel.ipvs.add_real_server(VS, RS1)
     changed = VirtualServer("TCP", "10.96.0.10", 80, scheduler="wrr", persistence_timeout=60)
-    kernel.update_virtual_server(changed)
-    assert kernel.list_virtual_servers() == [changed]
-    assert [s.server for s in kernel.list_real_servers(VS)] == [RS1]
+    kernel.ipvs.update_virtual_server(changed)
+    assert kernel.ipvs.list_virtual_servers() == [changed]
+    assert [s.server for s in kernel.ipvs.list_real_servers(VS)] == [RS1]
 
     back = VirtualServer("TCP", "10.96.0.10", 80, scheduler="rr")
-    kernel.update_virtual_server(back)
-    assert kernel.list_virtual_servers() == [back]
+    kernel.ipvs.update_virtual_server(back)
+    assert kernel.ipvs.list_virtual_servers() == [back]
     assert "persistent" not in sh("ipvsadm", "-Ln")
 
 
 def test_missing_virtual_server_raises_not_found(kernel):
     with pytest.raises(NotFound):
-        kernel.update_virtual_server(VS)
+        kernel.ipvs.update_virtual_server(VS)
     with pytest.raises(NotFound):
-        kernel.delete_virtual_server(VS)
+        kernel.ipvs.delete_virtual_server(VS)
     with pytest.raises(NotFound):
-        kernel.list_real_servers(VS)
+        kernel.ipvs.list_real_servers(VS)
     with pytest.raises(NotFound):
-        kernel.add_real_server(VS, RS1)
+        kernel.ipvs.add_real_server(VS, RS1)
 
 
 def test_delete_virtual_server_drops_its_real_servers(kernel):
-    kernel.add_virtual_server(VS)
-    kernel.add_real_server(VS, RS1)
-    kernel.delete_virtual_server(VS)
-    assert kernel.list_virtual_servers() == []
-    kernel.add_virtual_server(VS)
-    assert kernel.list_real_servers(VS) == []
+    kernel.ipvs.add_virtual_server(VS)
+    kernel.ipvs.add_real_server(VS, RS1)
+    kernel.ipvs.delete_virtual_server(VS)
+    assert kernel.ipvs.list_virtual_servers() == []
+    kernel.ipvs.add_virtual_server(VS)
+    assert kernel.ipvs.list_real_servers(VS) == []
 
 
 def test_virtual_servers_made_by_others_are_listed(kernel):
     sh("ipvsadm", "-A", "-t", "10.96.0.30:8080", "-s", "lc")
-    assert kernel.list_virtual_servers() == [VirtualServer("TCP", "10.96.0.30", 8080, scheduler="lc")]
+    assert kernel.ipvs.list_virtual_servers() == [VirtualServer("TCP", "10.96.0.30", 8080, scheduler="lc")]
 
 
 # -- IPVS real servers ----------------------------------------------------------------
 
 
 def test_real_servers_masquerade_with_their_weights(kernel):
-    kernel.add_virtual_server(VS)
-    kernel.add_real_server(VS, RS1)
-    kernel.add_real_server(VS, RS2)
-    states = kernel.list_real_servers(VS)
+    kernel.ipvs.add_virtual_server(VS)
+    kernel.ipvs.add_real_server(VS, RS1)
+    kernel.ipvs.add_real_server(VS, RS2)
+    states = kernel.ipvs.list_real_servers(VS)
     assert [s.server for s in states] == [RS1, RS2]
     assert all(s.active_connections == 0 and s.inactive_connections == 0 for s in states)
     listing = sh("ipvsadm", "-Ln", "-t", "10.96.0.10:80")
@@ -154,36 +154,36 @@ def test_real_servers_masquerade_with_their_weights(kernel):
 
 
 def test_adding_an_existing_real_server_raises_exists(kernel):
-    kernel.add_virtual_server(VS)
-    kernel.add_real_server(VS, RS1)
+    kernel.ipvs.add_virtual_server(VS)
+    kernel.ipvs.add_real_server(VS, RS1)
     with pytest.raises(Exists):
-        kernel.add_real_server(VS, RealServer(RS1.address, RS1.port, weight=5))
+        kernel.ipvs.add_real_server(VS, RealServer(RS1.address, RS1.port, weight=5))
 
 
 def test_update_real_server_sets_the_weight_and_keeps_it(kernel):
     # pyroute2's "update" would delete the destination instead.
-    kernel.add_virtual_server(VS)
-    kernel.add_real_server(VS, RS1)
-    kernel.update_real_server(VS, RealServer(RS1.address, RS1.port, weight=0))
-    assert [s.server for s in kernel.list_real_servers(VS)] == [RealServer(RS1.address, RS1.port, 0)]
+    kernel.ipvs.add_virtual_server(VS)
+    kernel.ipvs.add_real_server(VS, RS1)
+    kernel.ipvs.update_real_server(VS, RealServer(RS1.address, RS1.port, weight=0))
+    assert [s.server for s in kernel.ipvs.list_real_servers(VS)] == [RealServer(RS1.address, RS1.port, 0)]
     assert re.search(r"Masq\s+0\s", sh("ipvsadm", "-Ln"))
 
 
 def test_missing_real_server_raises_not_found(kernel):
-    kernel.add_virtual_server(VS)
+    kernel.ipvs.add_virtual_server(VS)
     with pytest.raises(NotFound):
-        kernel.update_real_server(VS, RS1)
+        kernel.ipvs.update_real_server(VS, RS1)
     with pytest.raises(NotFound):
-        kernel.delete_real_server(VS, RS1)
-    kernel.add_real_server(VS, RS1)
-    kernel.delete_real_server(VS, RS1)
-    assert kernel.list_real_servers(VS) == []
+        kernel.ipvs.delete_real_server(VS, RS1)
+    kernel.ipvs.add_real_server(VS, RS1)
+    kernel.ipvs.delete_real_server(VS, RS1)
+    assert kernel.ipvs.list_real_servers(VS) == []
 
 
 def test_ipvs_timeouts(kernel):
-    kernel.set_ipvs_timeouts(900, 120, 300)
+    kernel.ipvs.set_ipvs_timeouts(900, 120, 300)
     assert "900 120 300" in sh("ipvsadm", "-L", "--timeout")
-    kernel.set_ipvs_timeouts(0, 0, 60)
+    kernel.ipvs.set_ipvs_timeouts(0, 0, 60)
     assert "900 120 60" in sh("ipvsadm", "-L", "--timeout")
 
 
@@ -191,31 +191,31 @@ def test_ipvs_timeouts(kernel):
 
 
 def test_dummy_link_is_created_once_and_up(kernel):
-    kernel.ensure_dummy_link("kube-ipvs0")
-    kernel.ensure_dummy_link("kube-ipvs0")
+    kernel.addresses.ensure_dummy_link("kube-ipvs0")
+    kernel.addresses.ensure_dummy_link("kube-ipvs0")
     shown = sh("ip", "-d", "link", "show", "kube-ipvs0")
     assert "dummy" in shown and ",UP" in shown
-    kernel.delete_link("kube-ipvs0")
+    kernel.addresses.delete_link("kube-ipvs0")
     with pytest.raises(NotFound):
-        kernel.delete_link("kube-ipvs0")
+        kernel.addresses.delete_link("kube-ipvs0")
 
 
 def test_addresses_on_the_dummy_link(kernel):
-    kernel.ensure_dummy_link("kube-ipvs0")
-    kernel.add_address("kube-ipvs0", "10.96.0.10")
-    kernel.add_address("kube-ipvs0", "10.96.0.11")
-    assert kernel.list_addresses("kube-ipvs0") == {"10.96.0.10", "10.96.0.11"}
+    kernel.addresses.ensure_dummy_link("kube-ipvs0")
+    kernel.addresses.add_address("kube-ipvs0", "10.96.0.10")
+    kernel.addresses.add_address("kube-ipvs0", "10.96.0.11")
+    assert kernel.addresses.list_addresses("kube-ipvs0") == {"10.96.0.10", "10.96.0.11"}
     assert "inet 10.96.0.10/32" in sh("ip", "addr", "show", "kube-ipvs0")
     with pytest.raises(Exists):
-        kernel.add_address("kube-ipvs0", "10.96.0.10")
-    kernel.delete_address("kube-ipvs0", "10.96.0.10")
-    assert kernel.list_addresses("kube-ipvs0") == {"10.96.0.11"}
+        kernel.addresses.add_address("kube-ipvs0", "10.96.0.10")
+    kernel.addresses.delete_address("kube-ipvs0", "10.96.0.10")
+    assert kernel.addresses.list_addresses("kube-ipvs0") == {"10.96.0.11"}
     with pytest.raises(NotFound):
-        kernel.delete_address("kube-ipvs0", "10.96.0.10")
+        kernel.addresses.delete_address("kube-ipvs0", "10.96.0.10")
 
 
 def test_addresses_of_a_missing_link_raise_not_found(kernel):
-    for call in (lambda: kernel.list_addresses("nosuch0"), lambda: kernel.add_address("nosuch0", "10.0.0.1")):
+    for call in (lambda: kernel.addresses.list_addresses("nosuch0"), lambda: kernel.addresses.add_address("nosuch0", "10.0.0.1")):
         with pytest.raises(NotFound):
             call()
 
@@ -235,51 +235,51 @@ SETS = [
 @pytest.mark.parametrize("set_type,entries", SETS, ids=[t for t, _ in SETS])
 def test_ipset_members_round_trip(kernel, set_type, entries):
     spec = IPSetSpec("KUBE-TEST", set_type, comment="test set", port_range=(30000, 32767))
-    kernel.ensure_ipset(spec)
+    kernel.ipset.ensure_ipset(spec)
     for entry in entries:
-        kernel.add_ipset_entry("KUBE-TEST", entry)
-    assert kernel.list_ipset("KUBE-TEST") == set(entries)
+        kernel.ipset.add_ipset_entry("KUBE-TEST", entry)
+    assert kernel.ipset.list_ipset("KUBE-TEST") == set(entries)
     saved = sh("ipset", "save", "KUBE-TEST")
     assert f"create KUBE-TEST {set_type}" in saved
     for entry in entries:
         assert f"add KUBE-TEST {entry}" in saved
     with pytest.raises(Exists):
-        kernel.add_ipset_entry("KUBE-TEST", entries[0])
-    kernel.delete_ipset_entry("KUBE-TEST", entries[0])
-    assert kernel.list_ipset("KUBE-TEST") == set(entries[1:])
+        kernel.ipset.add_ipset_entry("KUBE-TEST", entries[0])
+    kernel.ipset.delete_ipset_entry("KUBE-TEST", entries[0])
+    assert kernel.ipset.list_ipset("KUBE-TEST") == set(entries[1:])
     with pytest.raises(NotFound):
-        kernel.delete_ipset_entry("KUBE-TEST", entries[0])
+        kernel.ipset.delete_ipset_entry("KUBE-TEST", entries[0])
 
 
 def test_ensure_ipset_keeps_members_and_rejects_another_type(kernel):
     spec = IPSetSpec("KUBE-CLUSTER-IP", "hash:ip,port")
-    kernel.ensure_ipset(spec)
+    kernel.ipset.ensure_ipset(spec)
     member = IPSetEntry(ip="10.96.0.10", protocol="tcp", port=80)
-    kernel.add_ipset_entry("KUBE-CLUSTER-IP", member)
-    kernel.ensure_ipset(spec)
-    assert kernel.list_ipset("KUBE-CLUSTER-IP") == {member}
+    kernel.ipset.add_ipset_entry("KUBE-CLUSTER-IP", member)
+    kernel.ipset.ensure_ipset(spec)
+    assert kernel.ipset.list_ipset("KUBE-CLUSTER-IP") == {member}
     with pytest.raises(KernelError):
-        kernel.ensure_ipset(IPSetSpec("KUBE-CLUSTER-IP", "hash:ip"))
+        kernel.ipset.ensure_ipset(IPSetSpec("KUBE-CLUSTER-IP", "hash:ip"))
 
 
 def test_flush_and_destroy_ipset(kernel):
-    kernel.ensure_ipset(IPSetSpec("KUBE-TEST", "hash:ip"))
-    kernel.add_ipset_entry("KUBE-TEST", IPSetEntry(ip="10.0.0.1"))
-    kernel.flush_ipset("KUBE-TEST")
-    assert kernel.list_ipset("KUBE-TEST") == set()
-    kernel.destroy_ipset("KUBE-TEST")
-    for call in (kernel.list_ipset, kernel.flush_ipset, kernel.destroy_ipset):
+    kernel.ipset.ensure_ipset(IPSetSpec("KUBE-TEST", "hash:ip"))
+    kernel.ipset.add_ipset_entry("KUBE-TEST", IPSetEntry(ip="10.0.0.1"))
+    kernel.ipset.flush_ipset("KUBE-TEST")
+    assert kernel.ipset.list_ipset("KUBE-TEST") == set()
+    kernel.ipset.destroy_ipset("KUBE-TEST")
+    for call in (kernel.ipset.list_ipset, kernel.ipset.flush_ipset, kernel.ipset.destroy_ipset):
         with pytest.raises(NotFound):
             call("KUBE-TEST")
     with pytest.raises(NotFound):
-        kernel.add_ipset_entry("KUBE-TEST", IPSetEntry(ip="10.0.0.1"))
+        kernel.ipset.add_ipset_entry("KUBE-TEST", IPSetEntry(ip="10.0.0.1"))
 
 
 def test_destroying_a_set_in_use_raises_ebusy(kernel):
-    kernel.ensure_ipset(IPSetSpec("KUBE-TEST", "hash:ip"))
+    kernel.ipset.ensure_ipset(IPSetSpec("KUBE-TEST", "hash:ip"))
     sh("iptables", "-t", "filter", "-A", "INPUT", "-m", "set", "--match-set", "KUBE-TEST", "dst", "-j", "ACCEPT")
     with pytest.raises(KernelError) as caught:
-        kernel.destroy_ipset("KUBE-TEST")
+        kernel.ipset.destroy_ipset("KUBE-TEST")
     assert caught.value.errno == errno.EBUSY
 
 
@@ -297,21 +297,21 @@ COMMIT
 def test_restore_iptables_creates_our_chains_and_leaves_others(kernel):
     sh("iptables", "-t", "nat", "-N", "OTHER")
     sh("iptables", "-t", "nat", "-A", "OTHER", "-j", "RETURN")
-    kernel.restore_iptables(RULES)
-    kernel.restore_iptables(RULES)  # declared chains are flushed, not appended to
+    kernel.firewall.restore_iptables(RULES)
+    kernel.firewall.restore_iptables(RULES)  # declared chains are flushed, not appended to
     saved = sh("iptables-save", "-t", "nat")
     assert saved.count("-A KUBE-SERVICES -d 10.96.0.0/12 -j RETURN") == 1
     assert "-A OTHER -j RETURN" in saved
-    kernel.restore_iptables("*nat\n-X KUBE-POSTROUTING\nCOMMIT\n")
+    kernel.firewall.restore_iptables("*nat\n-X KUBE-POSTROUTING\nCOMMIT\n")
     assert "KUBE-POSTROUTING" not in sh("iptables-save", "-t", "nat")
 
 
 def test_rejected_iptables_text_changes_nothing(kernel):
-    kernel.restore_iptables(RULES)
+    kernel.firewall.restore_iptables(RULES)
     before = sh("iptables-save", "-t", "nat")
     bad = RULES.replace("-j RETURN", "-j KUBE-NOSUCHCHAIN")
     with pytest.raises(KernelError, match="iptables-restore"):
-        kernel.restore_iptables(bad)
+        kernel.firewall.restore_iptables(bad)
     after = sh("iptables-save", "-t", "nat")
     strip = lambda text: [l for l in text.splitlines() if not l.startswith("#")]  # noqa: E731
     assert strip(after) == strip(before)
@@ -319,45 +319,45 @@ def test_rejected_iptables_text_changes_nothing(kernel):
 
 def test_ensure_and_delete_one_iptables_rule(kernel):
     rule = ("-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
-    kernel.restore_iptables(RULES)
-    assert kernel.ensure_iptables_rule("nat", "OUTPUT", rule) is True
-    assert kernel.ensure_iptables_rule("nat", "OUTPUT", rule) is False
+    kernel.firewall.restore_iptables(RULES)
+    assert kernel.firewall.ensure_iptables_rule("nat", "OUTPUT", rule) is True
+    assert kernel.firewall.ensure_iptables_rule("nat", "OUTPUT", rule) is False
     assert sh("iptables-save", "-t", "nat").count("-j KUBE-SERVICES") == 1
-    kernel.delete_iptables_rule("nat", "OUTPUT", rule)
+    kernel.firewall.delete_iptables_rule("nat", "OUTPUT", rule)
     with pytest.raises(NotFound):
-        kernel.delete_iptables_rule("nat", "OUTPUT", rule)
+        kernel.firewall.delete_iptables_rule("nat", "OUTPUT", rule)
     with pytest.raises(NotFound):
-        kernel.ensure_iptables_rule("nat", "NOSUCHCHAIN", rule)
+        kernel.firewall.ensure_iptables_rule("nat", "NOSUCHCHAIN", rule)
 
 
 def test_ensure_iptables_rules_reads_the_rules_once_and_inserts_only_the_missing(kernel):
     rule = ("-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
-    kernel.restore_iptables(RULES)
+    kernel.firewall.restore_iptables(RULES)
     # A jump to the same target spelled otherwise is not ours: ours is added too.
     sh("iptables", "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-SERVICES")
     rules = [("nat", "OUTPUT", rule), ("nat", "PREROUTING", rule)]
-    assert kernel.ensure_iptables_rules(rules) == [True, True]
+    assert kernel.firewall.ensure_iptables_rules(rules) == [True, True]
     before = kernel.round_trips
-    assert kernel.ensure_iptables_rules(rules) == [False, False]
+    assert kernel.firewall.ensure_iptables_rules(rules) == [False, False]
     assert kernel.round_trips - before == 1  # one iptables-save, no probe per rule
     saved = sh("iptables-save", "-t", "nat")
     assert saved.count('-m comment --comment "kubernetes service portals" -j KUBE-SERVICES') == 2
     assert "-A PREROUTING -j KUBE-SERVICES" in saved
     with pytest.raises(NotFound):
-        kernel.ensure_iptables_rules([("nat", "NOSUCHCHAIN", rule)])
+        kernel.firewall.ensure_iptables_rules([("nat", "NOSUCHCHAIN", rule)])
 
 
 # -- sysctl and conntrack -----------------------------------------------------------------
 
 
 def test_sysctls(kernel):
-    kernel.write_sysctl("net/ipv4/vs/conntrack", "1")
-    assert kernel.read_sysctl("net/ipv4/vs/conntrack") == "1"
+    kernel.sysctl.write_sysctl("net/ipv4/vs/conntrack", "1")
+    assert kernel.sysctl.read_sysctl("net/ipv4/vs/conntrack") == "1"
     assert sh("sysctl", "-n", "net.ipv4.vs.conntrack").strip() == "1"
     with pytest.raises(NotFound):
-        kernel.read_sysctl("net/ipv4/vs/nosuch")
+        kernel.sysctl.read_sysctl("net/ipv4/vs/nosuch")
     with pytest.raises(NotFound):
-        kernel.write_sysctl("net/ipv4/vs/nosuch", "1")
+        kernel.sysctl.write_sysctl("net/ipv4/vs/nosuch", "1")
 
 
 def test_clear_conntrack_deletes_udp_flows_to_one_destination(kernel):
@@ -367,9 +367,9 @@ def test_clear_conntrack_deletes_udp_flows_to_one_destination(kernel):
         for port in (5353, 5354):
             s.sendto(b"x", ("127.0.0.1", port))
     assert "dport=5353" in sh("conntrack", "-L", "-p", "udp")
-    assert kernel.clear_conntrack("UDP", "127.0.0.1", 5353) == 1
-    assert kernel.clear_conntrack("UDP", "127.0.0.1", 5353) == 0
+    assert kernel.firewall.clear_conntrack("UDP", "127.0.0.1", 5353) == 1
+    assert kernel.firewall.clear_conntrack("UDP", "127.0.0.1", 5353) == 0
     remaining = sh("conntrack", "-L", "-p", "udp")
     assert "dport=5353" not in remaining and "dport=5354" in remaining
-    assert kernel.clear_conntrack("UDP", "127.0.0.1", 5354, real_address="127.0.0.2") == 0
-    assert kernel.clear_conntrack("UDP", "127.0.0.1", 5354, real_address="127.0.0.1") == 1
+    assert kernel.firewall.clear_conntrack("UDP", "127.0.0.1", 5354, real_address="127.0.0.2") == 0
+    assert kernel.firewall.clear_conntrack("UDP", "127.0.0.1", 5354, real_address="127.0.0.1") == 1

@@ -224,7 +224,7 @@ def test_removed_endpoint_drains_before_deletion(cluster):
         # The counters graceful termination waits on, as the adapter reads them.
         kernel = LinuxKernel()
         try:
-            states = {str(s.server): s for s in kernel.list_real_servers(VirtualServer("TCP", "10.96.0.30", 80))}
+            states = {str(s.server): s for s in kernel.ipvs.list_real_servers(VirtualServer("TCP", "10.96.0.30", 80))}
         finally:
             kernel.close()
         assert states[leaving_rs].active_connections == 1

@@ -1,0 +1,61 @@
+"""What the Linux adapters of the IPVS mode share: loading modules, and
+turning an errno into the exceptions of :mod:`.kernel`.
+
+Used by :mod:`.kernel_ipvs`, :mod:`.kernel_addresses`, :mod:`.kernel_ipsets`
+and :mod:`.kernel_linux`; nothing here keeps state.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+from .kernel import Exists, KernelError, NotFound
+from .netlink import NetlinkSocket
+
+
+def modprobe(module: str) -> bool:
+    """Load ``module`` with modprobe; False when it failed or cannot work.
+
+    A kernel built without loadable modules has no ``/proc/modules``; running
+    modprobe there only prints noise, so it is not attempted.
+    """
+    if not os.path.exists("/proc/modules"):
+        return False
+    try:
+        done = subprocess.run(["modprobe", "-q", module], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    code = getattr(exc, "code", None)
+    if code is None:
+        code = getattr(exc, "errno", None)
+    return abs(code) if isinstance(code, int) else None
+
+
+def _error(code: int | None, what: str, detail: str = "") -> KernelError:
+    """The exception of :mod:`.kernel` for errno ``code`` about ``what``."""
+    if code in (errno.ENOENT, errno.ESRCH, errno.ENODEV, errno.EADDRNOTAVAIL):
+        return NotFound(f"{what}: {os.strerror(code)}")
+    if code == errno.EEXIST:
+        return Exists(f"{what}: {os.strerror(code)}")
+    detail = detail or (os.strerror(code) if code and code < 4096 else f"error {code}")
+    return KernelError(f"{what}: {detail}", code)
+
+
+def _translate(exc: BaseException, what: str) -> KernelError:
+    code = _errno_of(exc)
+    return _error(code, what, "" if code and code < 4096 else str(exc))
+
+
+def _batch(sock: NetlinkSocket, requests: list) -> list[int]:
+    """``sock.batch``, with a failure of the socket itself (ENOBUFS...) as KernelError."""
+    try:
+        return sock.batch(requests)
+    except OSError as exc:
+        raise KernelError(f"netlink batch of {len(requests)} requests: {exc.strerror or exc}", exc.errno) from exc
+
