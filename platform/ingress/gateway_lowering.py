@@ -39,6 +39,7 @@ from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, Rout
 from platformd.ingress.gateway_rules import GRPC_CONTENT_TYPE
 from platformd.ingress.model import (
     Backend, BackendProtocol, Certificate, Cors, Location, PathMatch, ProxySettings, Redirect, Server, prefix_base,
+    service_backend_name,
 )
 
 __all__ = ["Lowered", "Skipped", "backend_name", "lower", "merge"]
@@ -67,9 +68,10 @@ class Lowered:
 
 
 def backend_name(service: str, port: int) -> str:
-    """The Backend name of a Service port: the Ingress translation's, so both share it."""
+    """The Backend name of Service ``service`` ("ns/name") port ``port``: the
+    Ingress translation's, so a Service port routed by both is one Backend."""
     namespace, _, name = service.partition("/")
-    return f"{namespace}-{name}-{port}"
+    return service_backend_name(namespace, name, port)
 
 
 def _redirect(action: RouteAction) -> Redirect:

@@ -5,6 +5,7 @@ import pytest
 
 from platformd.ingress.gateway_input import GatewayOptions
 from platformd.ingress.gateway_lowering import backend_name, lower, merge
+from platformd.ingress.translate import _ServiceRef
 from platformd.ingress.model import BackendProtocol, Endpoint, Location, PathMatch, Redirect, Server
 from tests.helpers.certs import self_signed
 from tests.ingress.gateway_objects import (
@@ -39,15 +40,20 @@ def test_plain_paths_become_a_server_with_locations_and_backends():
     [server] = out.servers
     assert server.hostname == "web.example" and not server.tls
     assert {(loc.match, loc.path, loc.backend) for loc in server.locations} == {
-        (PathMatch.EXACT, "/api", "default-svc-80"), (PathMatch.PREFIX, "/app", "default-svc-80"),
-        (PathMatch.REGEX, "/v[0-9]+", "default-svc-80")}
+        (PathMatch.EXACT, "/api", "default.svc.80"), (PathMatch.PREFIX, "/app", "default.svc.80"),
+        (PathMatch.REGEX, "/v[0-9]+", "default.svc.80")}
     [be] = out.backends
-    assert (be.name, be.endpoints) == ("default-svc-80", (Endpoint("10.1.0.5", 8080),))
+    assert (be.name, be.endpoints) == ("default.svc.80", (Endpoint("10.1.0.5", 8080),))
     assert out.skipped == ()
 
 
 def test_backend_names_are_the_ingress_translations():
-    assert backend_name("ns/web", 8080) == "ns-web-8080"
+    # One Service port routed by an Ingress and an HTTPRoute is one Backend
+    # (one name in Lua, the access log and platformctl), and the name keeps
+    # Service web-api in adv-team apart from api in adv-team-web.
+    assert backend_name("ns/web", 8080) == "ns.web.8080"
+    assert backend_name("ns/web", 8080) == _ServiceRef("ns", "web", 8080).backend_name
+    assert backend_name("adv-team/web-api", 80) != backend_name("adv-team-web/api", 80)
 
 
 def test_shadowed_duplicate_paths_keep_the_first():
@@ -55,7 +61,7 @@ def test_shadowed_duplicate_paths_keep_the_first():
     new = http_route("new", hostnames=["web.example"], created="2026-02-01T00:00:00Z",
                      rules=[rule(backend("b"), matches=[path("/")])])
     out = _lower(gateway(), old, new, service("a"), service("b"))
-    assert [loc.backend for loc in out.servers[0].locations] == ["default-a-80"]
+    assert [loc.backend for loc in out.servers[0].locations] == ["default.a.80"]
 
 
 @pytest.mark.parametrize("rules, reason", [
