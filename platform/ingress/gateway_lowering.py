@@ -68,10 +68,13 @@ class Lowered:
 
 
 def backend_name(service: str, port: int) -> str:
-    """The Backend name of Service ``service`` ("ns/name") port ``port``: the
-    Ingress translation's, so a Service port routed by both is one Backend."""
+    """The Backend name of Service ``service`` ("ns/name") port ``port`` for
+    Gateway routes: the Ingress name (``model.service_backend_name``) plus
+    ".route". A Backend of the routes' own, because an Ingress's canary,
+    affinity or load-balancing annotations on the same Service port must not
+    steer HTTPRoute traffic; four labels never equal an Ingress name's three."""
     namespace, _, name = service.partition("/")
-    return service_backend_name(namespace, name, port)
+    return f"{service_backend_name(namespace, name, port)}.route"
 
 
 def _redirect(action: RouteAction) -> Redirect:
