@@ -475,6 +475,16 @@ local function store_backends_delta(version, raw, checksum, in_force, chain)
   return true
 end
 
+-- Stores a whole, validated section as `version` (a POST and a restore at start alike).
+local function store(section, version, data, raw, checksum)
+  if section == "certificates" then
+    return store_certificates(version, data, checksum)
+  elseif section == "backends" then
+    return store_backends(version, raw, checksum)
+  end
+  return store_plain(section, version, raw, checksum)
+end
+
 local function in_force_answer(section)
   -- The checksum key alone: no need to copy the payload out of the dict.
   local in_force = M.version(section)
@@ -563,13 +573,7 @@ local function post(section)
     return respond(500, { error = "configuration counters missing; was platform.init() run?" })
   end
   local ok
-  if section == "certificates" then
-    ok, err = store_certificates(version, data, body.checksum)
-  elseif section == "backends" then
-    ok, err = store_backends(version, raw, body.checksum)
-  else
-    ok, err = store_plain(section, version, raw, body.checksum)
-  end
+  ok, err = store(section, version, data, raw, body.checksum)
   if not ok then
     ngx.log(ngx.ERR, "storing ", section, " version ", version, " failed: ", err)
     return respond(dict_error(err), { error = "cannot store: " .. tostring(err) })
@@ -700,13 +704,7 @@ function M.restore(dir)
       if data ~= nil then
         local version = config:incr(section .. ":seq", 1)
         local ok
-        if section == "certificates" then
-          ok, err = store_certificates(version, data, body.checksum)
-        elseif section == "backends" then
-          ok, err = store_backends(version, raw, body.checksum)
-        else
-          ok, err = store_plain(section, version, raw, body.checksum)
-        end
+        ok, err = store(section, version, data, raw, body.checksum)
         if not ok then
           ngx.log(ngx.WARN, "restoring ", section, " failed: ", err)
         end

@@ -2,7 +2,7 @@
 
     platformd --role ingress|nodeproxy|all [component flags]   supervisord with the role's programs
     platformd ingress [flags]                                   the ingress controller loop
-    platformd nodeproxy [flags]                                 the IPVS node proxy loop
+    platformd nodeproxy [flags]                                 the node proxy loop (IPVS or nftables mode)
     platformd health [flags]                                    the combined health server
     platformd --role ingress|nodeproxy|all --help               every flag of the role's programs
 

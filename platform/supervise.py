@@ -117,16 +117,19 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,  # --help also lists the role's programs' flags: see role_help
     )
     parser.add_argument("-h", "--help", action="store_true", help="show this help (with --role: the programs' flags too)")
-    parser.add_argument("--role", choices=ROLES, default=os.environ.get("PLATFORM_ROLE"))
+    parser.add_argument("--role", choices=ROLES, default=os.environ.get("PLATFORM_ROLE"),
+                        help="which programs run (default $PLATFORM_ROLE)")
     parser.add_argument("--state-dir", type=Path, default=None,
-                        help="runtime files (supervisor socket, nginx prefix); default /run/platform as root")
+                        help="runtime files (supervisor socket, nginx prefix); default /run/platform as root, "
+                        "else $XDG_RUNTIME_DIR/platform-<uid> (or /tmp/platform-<uid>)")
     parser.add_argument("--health-port", "--healthz-port", dest="health_port", type=int,
                         default=DEFAULT_HEALTH_PORT, help="combined health server port (default 10254)")
-    parser.add_argument("--health-address", default="0.0.0.0")
+    parser.add_argument("--health-address", default="0.0.0.0", help="combined health server address (default 0.0.0.0)")
     parser.add_argument("--ingress-internal-port", type=int, default=DEFAULT_INGRESS_INTERNAL_PORT,
                         help="127.0.0.1 port of the ingress controller's own health/metrics server")
-    parser.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("PLATFORM_LOG_FORMAT", "text"))
-    parser.add_argument("--supervisor-loglevel", default="info")
+    parser.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("PLATFORM_LOG_FORMAT", "text"),
+                        help="log lines of every program (default $PLATFORM_LOG_FORMAT, else text)")
+    parser.add_argument("--supervisor-loglevel", default="info", help="supervisord's own log level (default info)")
     parser.add_argument("--print-config", action="store_true", help="print the supervisord configuration and exit")
     return parser
 

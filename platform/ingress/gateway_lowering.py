@@ -39,6 +39,7 @@ from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, Rout
 from platformd.ingress.gateway_rules import GRPC_CONTENT_TYPE
 from platformd.ingress.model import (
     Backend, BackendProtocol, Certificate, Cors, Location, PathMatch, ProxySettings, Redirect, Server, prefix_base,
+    service_backend_name,
 )
 
 __all__ = ["Lowered", "Skipped", "backend_name", "lower", "merge"]
@@ -67,9 +68,13 @@ class Lowered:
 
 
 def backend_name(service: str, port: int) -> str:
-    """The Backend name of a Service port: the Ingress translation's, so both share it."""
+    """The Backend name of Service ``service`` ("ns/name") port ``port`` for
+    Gateway routes: the Ingress name (``model.service_backend_name``) plus
+    ".route". A Backend of the routes' own, because an Ingress's canary,
+    affinity or load-balancing annotations on the same Service port must not
+    steer HTTPRoute traffic; four labels never equal an Ingress name's three."""
     namespace, _, name = service.partition("/")
-    return f"{namespace}-{name}-{port}"
+    return f"{service_backend_name(namespace, name, port)}.route"
 
 
 def _redirect(action: RouteAction) -> Redirect:

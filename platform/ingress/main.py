@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="IngressClass spec.controller value that is ours")
     p.add_argument("--watch-ingress-without-class", action="store_true",
                    help="also serve Ingresses that name no class")
-    p.add_argument("--http-port", type=_port, default=80)
-    p.add_argument("--https-port", type=_port, default=443)
+    p.add_argument("--http-port", type=_port, default=80, help="public HTTP port (default 80)")
+    p.add_argument("--https-port", type=_port, default=443, help="public HTTPS port (default 443)")
     p.add_argument("--healthz-port", type=_port, default=10254, help="port of /healthz, /readyz, /status, /metrics")
     p.add_argument("--healthz-host", default="0.0.0.0", help="address of that server (default 0.0.0.0)")
     p.add_argument("--publish-service", type=_namespaced, help="ns/name of the Service whose addresses go into status")

@@ -59,6 +59,7 @@ __all__ = [
     "Workers",
     "check_path",
     "prefix_base",
+    "service_backend_name",
 ]
 
 
@@ -144,6 +145,15 @@ class TrafficShapingPolicy:
             v.header_pattern("traffic_shaping_policy.header_pattern", self.header_pattern)
         if self.cookie:
             v.cookie_name("traffic_shaping_policy.cookie", self.cookie)
+
+
+def service_backend_name(namespace: str, service: str, port: int | str) -> str:
+    """The Backend name of a Service port, the same for an Ingress and a Gateway
+    route: "namespace.service.port". Namespaces and Service and port names are
+    DNS labels, which never contain ".", so no two Service ports share a name
+    (with "-" as separator, Service web-api in adv-team and api in adv-team-web
+    were both "adv-team-web-api-80": one route served the other namespace's pods)."""
+    return f"{namespace}.{service}.{port}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,7 @@ from platformd.ingress.model import (
     Server,
     check_path,
     prefix_base,
+    service_backend_name,
 )
 from platformd.ingress.snapshot import Issue, Snapshot, key_of
 
@@ -241,12 +242,8 @@ class _ServiceRef:
     key: str = field(init=False, repr=False, compare=False)  # "ns/name" of the Service
 
     def __post_init__(self) -> None:
-        # "namespace.service.port": namespaces and Service and port names
-        # are DNS labels, which never contain ".", so no two references share
-        # a name (with "-" as separator, Service web-api in adv-team and api
-        # in adv-team-web were both "adv-team-web-api-80": one Ingress served
-        # the other namespace's pods). References with a "." are refused.
-        object.__setattr__(self, "backend_name", f"{self.namespace}.{self.name}.{self.port}")
+        # References with a "." are refused: see model.service_backend_name.
+        object.__setattr__(self, "backend_name", service_backend_name(self.namespace, self.name, self.port))
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 

@@ -4,7 +4,7 @@
 
 * ``POST /validate``: an ``AdmissionReview`` (webhook_admission) handed to the
   reviewer registered for the object's group and kind (``reviewers``; Ingresses
-  today, HTTPRoutes once Gateway API lands). A kind without a reviewer is
+  only, so far; HTTPRoutes are served but not reviewed yet). A kind without a reviewer is
   allowed (the configuration should not send it). A malformed review with a
   usable uid gets a denial with status 400 saying what is wrong; without one,
   HTTP 400 with the same text. A reviewer that raises is answered with HTTP

@@ -30,13 +30,13 @@ class _Plane:
         return lambda superseded=None: _Result(True)
 
 
-GW_SERVER = Server("gw.example", locations=(Location("/", backend="default-svc-80"),))
-GW_BACKEND = Backend("default-svc-80", endpoints=(Endpoint("10.1.0.9", 8080),))
+GW_SERVER = Server("gw.example", locations=(Location("/", backend="default.svc.80"),))
+GW_BACKEND = Backend("default.svc.80", endpoints=(Endpoint("10.1.0.9", 8080),))
 
 
 def test_extend_merges_servers_and_keeps_the_ingress_copy_of_a_shared_backend():
-    ingress_backend = Backend("default-svc-80", endpoints=(Endpoint("10.1.0.5", 8080),))
-    config = Configuration(servers=(Server("ing.example", locations=(Location("/", backend="default-svc-80"),)),),
+    ingress_backend = Backend("default.svc.80", endpoints=(Endpoint("10.1.0.5", 8080),))
+    config = Configuration(servers=(Server("ing.example", locations=(Location("/", backend="default.svc.80"),)),),
                            backends=(ingress_backend,))
     merged, left_out = extend(config, Lowered(servers=(GW_SERVER,), backends=(GW_BACKEND,)))
     assert [s.hostname for s in merged.servers] == ["gw.example", "ing.example"]

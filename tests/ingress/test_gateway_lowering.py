@@ -5,7 +5,11 @@ import pytest
 
 from platformd.ingress.gateway_input import GatewayOptions
 from platformd.ingress.gateway_lowering import backend_name, lower, merge
-from platformd.ingress.model import BackendProtocol, Endpoint, Location, PathMatch, Redirect, Server
+from platformd.ingress.translate import _ServiceRef
+from platformd.ingress.gateway_dataplane import extend
+from platformd.ingress.model import (
+    Backend, BackendProtocol, Configuration, Endpoint, Location, PathMatch, Redirect, Server, TrafficShapingPolicy,
+)
 from tests.helpers.certs import self_signed
 from tests.ingress.gateway_objects import (
     NOW, backend, gateway, grpc_route, http_route, https_listener, listener, path, rule, service, tls_secret, translate,
@@ -39,15 +43,29 @@ def test_plain_paths_become_a_server_with_locations_and_backends():
     [server] = out.servers
     assert server.hostname == "web.example" and not server.tls
     assert {(loc.match, loc.path, loc.backend) for loc in server.locations} == {
-        (PathMatch.EXACT, "/api", "default-svc-80"), (PathMatch.PREFIX, "/app", "default-svc-80"),
-        (PathMatch.REGEX, "/v[0-9]+", "default-svc-80")}
+        (PathMatch.EXACT, "/api", "default.svc.80.route"), (PathMatch.PREFIX, "/app", "default.svc.80.route"),
+        (PathMatch.REGEX, "/v[0-9]+", "default.svc.80.route")}
     [be] = out.backends
-    assert (be.name, be.endpoints) == ("default-svc-80", (Endpoint("10.1.0.5", 8080),))
+    assert (be.name, be.endpoints) == ("default.svc.80.route", (Endpoint("10.1.0.5", 8080),))
     assert out.skipped == ()
 
 
-def test_backend_names_are_the_ingress_translations():
-    assert backend_name("ns/web", 8080) == "ns-web-8080"
+def test_backend_names_are_unambiguous_and_never_an_ingress_backend():
+    # Service web-api in adv-team and api in adv-team-web stay apart (with
+    # "-" as separator both were "adv-team-web-api-80").
+    assert backend_name("ns/web", 8080) == "ns.web.8080.route"
+    assert backend_name("adv-team/web-api", 80) != backend_name("adv-team-web/api", 80)
+    assert backend_name("ns/web", 8080) != _ServiceRef("ns", "web", 8080).backend_name
+
+
+def test_an_ingress_canary_on_the_same_service_port_never_steers_route_traffic():
+    out = _lower(gateway(), http_route(hostnames=["web.example"], rules=[rule(matches=[path("/")])]), service())
+    ingress_backend = Backend(_ServiceRef("default", "svc", 80).backend_name, alternative_backends=("default.canary.80",))
+    canary = Backend("default.canary.80", traffic_shaping_policy=TrafficShapingPolicy(weight=100))
+    merged, _ = extend(Configuration(backends=(ingress_backend, canary)), out)
+    [location] = next(s for s in merged.servers if s.hostname == "web.example").locations
+    [backend] = [b for b in merged.backends if b.name == location.backend]
+    assert backend.alternative_backends == () and backend.endpoints == (Endpoint("10.1.0.5", 8080),)
 
 
 def test_shadowed_duplicate_paths_keep_the_first():
@@ -55,7 +73,7 @@ def test_shadowed_duplicate_paths_keep_the_first():
     new = http_route("new", hostnames=["web.example"], created="2026-02-01T00:00:00Z",
                      rules=[rule(backend("b"), matches=[path("/")])])
     out = _lower(gateway(), old, new, service("a"), service("b"))
-    assert [loc.backend for loc in out.servers[0].locations] == ["default-a-80"]
+    assert [loc.backend for loc in out.servers[0].locations] == ["default.a.80.route"]
 
 
 @pytest.mark.parametrize("rules, reason", [
