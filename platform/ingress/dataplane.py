@@ -485,6 +485,9 @@ class DataPlane:
         """Make the running nginx serve ``text``. "reload", or "noop" if it already does."""
         live = self.nginx.files.conf
         if _file_digest(live) == text_hash:
+            # Already running it (a supervised master started from this file):
+            # no reload to count, but the hash says what runs.
+            self.metrics.config_hash.set(_hash_metric(text_hash))
             return "noop"
         # The file nginx runs now, kept by a second name to be put back if the reload fails.
         previous = live.with_name(live.name + ".previous")

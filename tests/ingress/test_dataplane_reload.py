@@ -148,6 +148,19 @@ def test_without_start_permission_a_sync_waits_for_the_supervisors_nginx(tmp_pat
     assert nginx.reloads == 1 and plane.running == config_for()
 
 
+def test_a_master_already_running_the_rendered_file_reports_its_hash(tmp_path):
+    """Under supervisord nginx starts from the file the controller renders:
+    nothing to reload, but ``config_hash`` still says what runs (it stayed 0)."""
+    runtime = RuntimePaths(tmp_path, tmp_path / "lua", tmp_path / "c.crt", tmp_path / "c.key")
+    nginx = FakeNginx(tmp_path, reload_seconds=0)
+    assert DataPlane(nginx, FakeLua(), runtime, CollectorRegistry(), start_nginx=False).apply(config_for()).ok
+    registry = CollectorRegistry()
+    restarted = DataPlane(nginx, FakeLua(), runtime, registry, start_nginx=False)
+    assert restarted.apply(config_for()).ok
+    assert nginx.reloads == 1  # the first controller's only
+    assert registry.get_sample_value("nginx_ingress_controller_config_hash") not in (None, 0.0)
+
+
 def test_global_settings_nginx_refuses_are_left_out_and_the_rest_applied(dataplane, backends, monkeypatch):
     (b0,) = backends(1)
     good = config_for(b0)
