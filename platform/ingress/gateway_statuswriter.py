@@ -28,10 +28,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from platformd.common import errors, kubeclient, resources
+from platformd.common import errors, resources
 from platformd.common.resources import Resource
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_translate import GatewayTranslation
+from platformd.ingress.status import patch_status
 
 __all__ = ["GatewayStatusWriter"]
 
@@ -106,13 +107,7 @@ class GatewayStatusWriter:
             patch["metadata"] = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}
         namespace, _, name = key.rpartition("/")
         path = resource.object_path(namespace or None, name) + "/status"
-        try:
-            kubeclient.request_json(self._api, "PATCH", path, body=patch,
-                                    content_type="application/merge-patch+json", timeout=10.0)
-        except errors.NotFound:
-            return True  # deleted meanwhile
-        except errors.ApiError as exc:
-            log.warning("updating the status of %s %s failed: %s", resource.kind, key, exc)
+        if not patch_status(self._api, path, patch, f"{resource.kind} {key}"):
             return False
         self.writes += 1
         log.info("%s %s status written", resource.kind, key)

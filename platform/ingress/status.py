@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from platformd.common import errors, kubeclient
 
-__all__ = ["StatusOptions", "StatusWriter", "addresses_from"]
+__all__ = ["StatusOptions", "StatusWriter", "addresses_from", "patch_status"]
 
 log = logging.getLogger(__name__)
 
@@ -159,14 +159,25 @@ class StatusWriter:
             return True
         namespace, _, name = key.partition("/")
         path = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses/{name}/status"
-        body = {"status": {"loadBalancer": {"ingress": entries}}}
-        try:
-            kubeclient.request_json(self._api, "PATCH", path, body=body,
-                                    content_type="application/merge-patch+json", timeout=10.0)
-        except errors.NotFound:
-            return True  # deleted meanwhile
-        except errors.ApiError as exc:
-            log.warning("updating the status of Ingress %s failed: %s", key, exc)
+        if not patch_status(self._api, path, {"status": {"loadBalancer": {"ingress": entries}}}, f"Ingress {key}"):
             return False
         log.info("Ingress %s status: %s", key, ", ".join(e.get("ip") or e.get("hostname", "") for e in entries) or "cleared")
         return True
+
+
+def patch_status(api, path: str, patch: dict, what: str) -> bool:
+    """Merge-patch the ``/status`` subresource at ``path``.
+
+    True when written, or when the object is gone (deleted meanwhile: there
+    is nothing left to write); False after an API error, logged here with
+    ``what`` names, for the caller's runner to retry.
+    """
+    try:
+        kubeclient.request_json(api, "PATCH", path, body=patch,
+                                content_type="application/merge-patch+json", timeout=10.0)
+    except errors.NotFound:
+        return True
+    except errors.ApiError as exc:
+        log.warning("updating the status of %s failed: %s", what, exc)
+        return False
+    return True
