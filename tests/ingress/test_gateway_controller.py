@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from argparse import Namespace
 
 import pytest
@@ -18,17 +17,8 @@ from platformd.ingress.gateway_controller import GatewayController, discover
 from platformd.ingress.gateway_input import GatewayOptions
 from platformd.ingress.gateway_statuswriter import GatewayStatusWriter
 from tests.fakeapi import FakeApiServer
+from tests.helpers.waiting import wait_for
 from tests.ingress.gateway_objects import CONTROLLER, gateway, gateway_class, http_route, service
-
-
-def wait_for(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _clean(obj):
@@ -129,7 +119,7 @@ def test_leader_writes_status_with_observed_generation_and_programmed_pending(fa
     _seed(fake_api)
     lp = loop()
     gw = wait_for(lambda: (g := fake_api.get("Gateway", "default", "gw")) and
-                  _conditions(g).get("Accepted", ("",))[0] == "True" and g, what="Gateway status")
+                  _conditions(g).get("Accepted", ("",))[0] == "True" and g, message="Gateway status")
     assert _conditions(gw) == {"Accepted": ("True", "Accepted", 1), "Programmed": ("False", "Pending", 1)}
     assert gw["status"]["addresses"] == [{"type": "IPAddress", "value": "192.0.2.1"}]
     assert gw["status"]["listeners"][0]["attachedRoutes"] == 1
@@ -147,7 +137,7 @@ def test_status_is_written_only_when_it_changes(fake_api, loop):
     _seed(fake_api)
     lp = loop()
     wait_for(lambda: (fake_api.get("HTTPRoute", "default", "route") or {}).get("status", {}).get("parents"))
-    wait_for(lambda: lp.writer.writes >= 3, what="three writes")
+    wait_for(lambda: lp.writer.writes >= 3, message="three writes")
     settled = lp.writer.writes
     for _ in range(3):
         lp.sync_status()
@@ -168,7 +158,7 @@ def test_generation_bump_updates_observed_generation(fake_api, loop):
         r = fake_api.get("HTTPRoute", "default", "route")
         conds = {c["type"]: c for c in r["status"]["parents"][0]["conditions"]}
         return conds if conds["ResolvedRefs"]["observedGeneration"] == 2 else None
-    conds = wait_for(parent, what="observedGeneration 2")
+    conds = wait_for(parent, message="observedGeneration 2")
     assert (conds["ResolvedRefs"]["status"], conds["ResolvedRefs"]["reason"]) == ("False", "BackendNotFound")
     assert conds["Accepted"]["observedGeneration"] == 2
 
@@ -195,7 +185,7 @@ def test_route_no_longer_ours_loses_our_parent_entry_and_keeps_others(fake_api, 
     route["spec"]["parentRefs"] = [{"name": "theirs"}]
     fake_api.update(route)
     wait_for(lambda: [p["controllerName"] for p in fake_api.get("HTTPRoute", "default", "route")["status"]["parents"]]
-             == ["example.com/other"], what="our entry removed")
+             == ["example.com/other"], message="our entry removed")
     assert lp.writer.writes >= 1
 
 
@@ -238,7 +228,7 @@ spec:
     thread = threading.Thread(target=gateway.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        translation = wait_for(lambda: gateway.translation, what="first translation")
+        translation = wait_for(lambda: gateway.translation, message="first translation")
         assert list(translation.gateways) == ["default/gw"]
         assert len(factory.informer(resources.REFERENCE_GRANTS).store.keys()) == 1  # v1 name accepted
         # The route is in another namespace and the listener allows Same only.
@@ -255,7 +245,7 @@ def test_summary_counts_and_lists_what_is_not_accepted(fake_api, loop):
     _seed(fake_api)
     fake_api.create(_clean(http_route("lost", parents=[{"name": "gw", "sectionName": "nope"}])))
     lp = loop()
-    summary = wait_for(lambda: (s := lp.gateway.summary()).get("http_routes") == 2 and s, what="summary")
+    summary = wait_for(lambda: (s := lp.gateway.summary()).get("http_routes") == 2 and s, message="summary")
     assert summary == {"synced": True, "gateways": 1, "http_routes": 2, "grpc_routes": 0, "not_accepted": [
         "HTTPRoute default/lost: NoMatchingParent: Gateway default/gw has no listener with sectionName nope"],
         "not_served": [], "last_error": None}
