@@ -23,9 +23,10 @@ Contract (what makes a hit correct):
 * Bound: each ``Generations`` keeps two generations; an entry survives while
   it is used at least once every other ``limit`` misses, so memory follows
   what the last few configurations used.
-* Unlocked: one thread uses a ``Caches`` at a time in practice (the sync
-  loop builds, the data plane's applier encodes); a race only computes a
-  result twice.
+* Threads: the controller's syncs (full and endpoint-only) use
+  ``translation``; the data plane's applier uses the other fields
+  (``RouteTable`` locks itself). ``Generations`` is unlocked: a race only
+  computes a result twice or drops an entry, never returns a wrong one.
 """
 
 from __future__ import annotations
