@@ -122,6 +122,7 @@ def cluster(n: int):
 def offline(n: int) -> dict:
     from platformd.ingress.render import render_nginx_conf
     from platformd.ingress.snapshot import Snapshot
+    from platformd.ingress.caches import Caches
     from platformd.ingress.translate import TranslateOptions, build
     from platformd.ingress.main import NGINX_TIMEOUTS
     from tests.ingress.conftest import DataPlaneHarness
@@ -131,26 +132,27 @@ def offline(n: int) -> dict:
     start = time.perf_counter()
     snapshot = Snapshot(ingresses=tuple(ingresses), ingress_classes=(CLASS,), services=services,
                         endpoint_slices=slices)
-    translation = build(snapshot, TranslateOptions())
+    caches = Caches()  # as main gives the controller and its data plane
+    translation = build(snapshot, TranslateOptions(), caches)
     figures["build_s"] = time.perf_counter() - start
     # What a sync after one new Ingress costs: the translator and the view
-    # reuse what did not change (translate._Reuse, view._ServerViews).
+    # reuse what did not change (caches.Caches).
     start = time.perf_counter()
     bigger = build(Snapshot(ingresses=(*ingresses, ingress(n)), ingress_classes=(CLASS,),
                             services={**services, f"{NAMESPACE}/s{n}-a": service(f"s{n}-a"),
                                       f"{NAMESPACE}/s{n}-b": service(f"s{n}-b")},
-                            endpoint_slices=slices), TranslateOptions())
+                            endpoint_slices=slices), TranslateOptions(), caches)
     figures["rebuild_s"] = time.perf_counter() - start
     from dataclasses import replace
 
     from platformd.ingress.render import dynamic_sections
 
     start = time.perf_counter()
-    sections = {sec.name: sec for sec in dynamic_sections(translation.configuration)}
+    sections = {sec.name: sec for sec in dynamic_sections(translation.configuration, caches)}
     figures["routes_s"] = time.perf_counter() - start
     figures["routes_mb"] = len(sections["routes"].body) / 1e6
     start = time.perf_counter()
-    dynamic_sections(bigger.configuration)
+    dynamic_sections(bigger.configuration, caches)
     figures["reroutes_s"] = time.perf_counter() - start
     harness = DataPlaneHarness()
     harness.nginx.timeouts = NGINX_TIMEOUTS

@@ -63,8 +63,10 @@ from platformd.common.store import (
     key_of,
 )
 from platformd.ingress import annotations as ann_mod
+from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
 from platformd.ingress.model import Backend, Configuration
+from platformd.ingress.render import per_configuration
 from platformd.ingress.snapshot import Snapshot
 from platformd.ingress.translate import Problem, TranslateOptions, Translation, build
 
@@ -150,21 +152,13 @@ class SyncState:
         return _config_checksum(self.configuration) if self.configuration is not None else None
 
 
-_checksums: dict[int, tuple[Configuration, str]] = {}
-
-
+@per_configuration  # once per Configuration object; /status asks for it on every scrape
 def _config_checksum(config: Configuration) -> str:
-    cached = _checksums.get(id(config))
-    if cached is not None and cached[0] is config:
-        return cached[1]
     digest = hashlib.sha256(repr(config).encode())
     for cert in config.certificates:  # PEMs are left out of the repr
         digest.update(cert.cert_pem.encode())
         digest.update(cert.key_pem.encode())
-    value = digest.hexdigest()
-    _checksums.clear()
-    _checksums[id(config)] = (config, value)
-    return value
+    return digest.hexdigest()
 
 
 class _Marker:
@@ -228,8 +222,10 @@ class Controller:
     def __init__(self, factory: InformerFactory, plane: DataPlane, options: ControllerOptions, *,
                  recorder: Recorder | None = None, configmap_factory: InformerFactory | None = None,
                  on_synced: Callable[[Translation], None] | None = None,
-                 metrics=None, clock: Clock = REAL_CLOCK) -> None:
+                 metrics=None, clock: Clock = REAL_CLOCK, caches: Caches | None = None) -> None:
         self.factory = factory
+        # What our builds reuse (see caches): main shares it with the data plane.
+        self.caches = caches if caches is not None else Caches()
         self.plane = plane
         self.options = options
         self.recorder = recorder
@@ -379,7 +375,7 @@ class Controller:
         with self._dirty_lock:
             generation = self._slice_generation
         snapshot = self._snapshot()
-        translation = build(snapshot, self.options.translate)
+        translation = build(snapshot, self.options.translate, self.caches)
         config = self._localize(translation.configuration)
         with self._model_lock:
             with self._dirty_lock:
@@ -502,7 +498,7 @@ class Controller:
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             if ann_mod.PREFIX + "canary" in annotations or ann_mod.PREFIX + "default-backend" in annotations:
                 complete = False
-        partial = build(self._partial_snapshot(ingresses.values()), self.options.translate).configuration
+        partial = build(self._partial_snapshot(ingresses.values()), self.options.translate, self.caches).configuration
         # Backends are sorted by name (model invariant): find each by bisection
         # and copy the tuple once, rather than index 20,000 names per change.
         backends = config.backends

@@ -58,6 +58,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge
 
 from platformd.common.clock import REAL_CLOCK, Clock
+from platformd.ingress.caches import Caches
 from platformd.ingress.decide import decide
 from platformd.ingress.luaclient import LuaClient, LuaConflict, LuaError, LuaRejected, LuaTooLarge
 from platformd.ingress.model import Configuration
@@ -241,8 +242,12 @@ class DataPlane:
         external_master_wait: float = 10.0,
         min_reload_interval: float = 0.0,
         verify_interval: float = 2.0,
+        caches: Caches | None = None,
     ) -> None:
         self.nginx = nginx
+        # What encoding sections reuses across configurations; shared with the
+        # controller that feeds this plane (main passes one), else our own.
+        self.caches = caches if caches is not None else Caches()
         self.lua = lua
         self.runtime = runtime
         self.clock = clock
@@ -329,7 +334,7 @@ class DataPlane:
 
     def _repush(self, master: int) -> bool:
         try:
-            self._push(dynamic_sections(self._running), master)
+            self._push(dynamic_sections(self._running, self.caches), master)
         except LuaError as exc:
             log.warning("re-push failed: %s", exc)
             return False
@@ -373,7 +378,7 @@ class DataPlane:
         master = self.nginx.master_pid()
         if master is None and not self.start_nginx:
             master = self._await_external_master()
-        decision = decide(self._running, desired)
+        decision = decide(self._running, desired, self.caches)
         kind, text_hash, reload_in = ("dynamic" if decision.sections else "noop"), "", 0.0
         record, refused = desired, ()
         try:
@@ -400,14 +405,14 @@ class DataPlane:
                         record = replace(desired, settings=self._running.settings)
                     master = self.nginx.master_pid()
             try:
-                sent = self._push(dynamic_sections(desired), master)
+                sent = self._push(dynamic_sections(desired, self.caches), master)
             except LuaRejected as exc:
                 if isinstance(exc, (LuaConflict, LuaTooLarge)) or not _isolated(exc.section):
                     raise
                 desired, isolated = self._isolate(desired, exc)
                 refused += isolated
                 record = replace(desired, settings=record.settings)
-                sent = self._push(dynamic_sections(desired), master)
+                sent = self._push(dynamic_sections(desired, self.caches), master)
             if kind in ("noop", "dynamic"):
                 kind = "dynamic" if sent else "noop"
             self._running = record
@@ -426,7 +431,7 @@ class DataPlane:
 
         def refusal(subset) -> str | None:
             trial = replace(desired, **{field: tuple(subset)})
-            section = next(s for s in dynamic_sections(trial) if s.name == exc.section)
+            section = next(s for s in dynamic_sections(trial, self.caches) if s.name == exc.section)
             return self.lua.check(section)
 
         def bad(subset: list) -> list[tuple[object, str]]:

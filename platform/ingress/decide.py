@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from platformd.ingress.caches import Caches
 from platformd.ingress.model import Configuration
 from platformd.ingress.render import DynamicSection, dynamic_sections
 from platformd.ingress.view import rendered_settings
@@ -47,10 +48,11 @@ def needs_reload(running: Configuration | None, desired: Configuration) -> bool:
     return rendered_settings(running.settings) != rendered_settings(desired.settings)
 
 
-def decide(running: Configuration | None, desired: Configuration) -> Decision:
-    wanted = dynamic_sections(desired)
+def decide(running: Configuration | None, desired: Configuration, caches: Caches | None = None) -> Decision:
+    """What applying ``desired`` over ``running`` takes; ``caches``: the data plane's (see caches)."""
+    wanted = dynamic_sections(desired, caches)
     if running is None:
         return Decision(reload=True, sections=wanted)
-    current = {section.name: section.checksum for section in dynamic_sections(running)}
+    current = {section.name: section.checksum for section in dynamic_sections(running, caches)}
     changed = tuple(section for section in wanted if current.get(section.name) != section.checksum)
     return Decision(reload=needs_reload(running, desired), sections=changed)

@@ -288,7 +288,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     from platformd.ingress import gateway_setup
     controller_plane = gateway_setup.wrap_plane(args, plane)  # merges the served Gateway routes in
     controller = Controller(factory, controller_plane, options, recorder=recorder, configmap_factory=configmap_factory,
-                            on_synced=on_synced, metrics=metrics)
+                            on_synced=on_synced, metrics=metrics, caches=plane.caches)
     parts.controller = controller
     checks = [nginx_master_check(plane.nginx), nginx_check(plane.runtime.socket)]
     if args.validating_webhook:

@@ -26,6 +26,7 @@ import jinja2
 
 from platformd import paths as share_paths
 from platformd.ingress import routes as routes_mod
+from platformd.ingress.caches import Caches, Generations
 from platformd.ingress import view as view_model
 from platformd.ingress.model import Backend, Configuration
 
@@ -162,39 +163,10 @@ def _encode_backend(backend: Backend) -> EncodedBackend:
     return EncodedBackend(backend.name, raw, int.from_bytes(hashlib.sha256(raw).digest(), "big"))
 
 
-class _EncodingCache:
-    """EncodedBackend by Backend *object*, in two generations.
-
-    Keyed by ``id``; each entry keeps its Backend alive, so an id cannot be
-    reused while its entry exists. A lookup moves an entry to the young
-    generation; when that outgrows ``limit`` (three configurations' worth:
-    running, desired and a reload's union) the old generation is dropped,
-    so the cache holds the backends of the last configurations only.
-    Unlocked: a race only encodes a backend twice.
-    """
-
-    def __init__(self) -> None:
-        self._young: dict[int, tuple[Backend, EncodedBackend]] = {}
-        self._old: dict[int, tuple[Backend, EncodedBackend]] = {}
-        self.limit = 4096
-
-    def encode(self, backends: tuple[Backend, ...]) -> tuple[EncodedBackend, ...]:
-        self.limit = max(self.limit, 3 * len(backends))
-        young, old = self._young, self._old
-        out = []
-        for backend in backends:
-            key = id(backend)
-            hit = young.get(key)
-            if hit is None:
-                hit = old.pop(key, None) or (backend, _encode_backend(backend))
-                young[key] = hit
-            out.append(hit[1])
-        if len(young) > self.limit:
-            self._old, self._young = young, {}
-        return tuple(out)
-
-
-_encodings = _EncodingCache()
+def _encode_all(cache: Generations, backends: tuple[Backend, ...]) -> tuple[EncodedBackend, ...]:
+    """EncodedBackend of each Backend *object*, from ``cache`` (``Caches.encodings``)."""
+    cache.limit = max(cache.limit, 3 * len(backends))  # running, desired and a reload's union
+    return tuple(cache.get(id(b), b, lambda b=b: _encode_backend(b)) for b in backends)
 
 
 def _aggregate(digests: Iterable[int], count: int) -> str:
@@ -338,28 +310,29 @@ class DynamicSection:
         return json.loads(self.body)
 
 
-def per_configuration(fn: Callable[[Configuration], T]) -> Callable[[Configuration], T]:
-    """Cache ``fn``'s result per Configuration *object* (by identity).
+def per_configuration(fn: Callable[..., T]) -> Callable[..., T]:
+    """Cache ``fn(config, *rest)``'s result per Configuration *object* (by identity).
 
     A Configuration is frozen, so anything computed from it never changes,
     and decide and the data plane ask about the same objects on every apply
-    (a second or more at 10,000 Ingresses). Keyed by id, not by the
-    Configuration itself, whose hash and equality walk every server and
-    backend. An entry goes when its Configuration is collected
-    (``weakref.finalize``), before its id can be reused. Results are shared:
-    callers must not modify them.
+    (a second or more at 10,000 Ingresses). ``rest`` (a ``Caches``) only
+    makes the computation cheaper, never changes its result, so it is not
+    part of the key. Keyed by id, not by the Configuration itself, whose
+    hash and equality walk every server and backend. An entry goes when its
+    Configuration is collected (``weakref.finalize``), before its id can be
+    reused. Results are shared: callers must not modify them.
     """
     cache: dict[int, T] = {}
     lock = threading.Lock()
 
     @functools.wraps(fn)
-    def cached(config: Configuration) -> T:
+    def cached(config: Configuration, *rest: Any) -> T:
         key = id(config)
         try:
             return cache[key]
         except KeyError:
             pass
-        result = fn(config)
+        result = fn(config, *rest)
         with lock:
             if key not in cache:
                 cache[key] = result
@@ -370,37 +343,35 @@ def per_configuration(fn: Callable[[Configuration], T]) -> Callable[[Configurati
 
 
 @per_configuration
-def dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:
-    """The Lua sections for ``config``, in protocol order (computed once per object)."""
-    return _dynamic_sections(config)
+def dynamic_sections(config: Configuration, caches: Caches | None = None) -> tuple[DynamicSection, ...]:
+    """The Lua sections for ``config``, in protocol order (computed once per object).
+
+    ``caches``: the data plane's ``caches.Caches`` (encoded backends, the
+    route table, the last sections), reused across configurations; None
+    computes afresh (the result is equal either way)."""
+    return _dynamic_sections(config, caches or Caches())
 
 
-# The last backends section built: a hint only (results never depend on it),
-# held weakly so a section still goes with its Configuration.
-_last_backends: Callable[[], DynamicSection | None] = lambda: None
-
-
-def _backends_section(config: Configuration) -> DynamicSection:
-    global _last_backends
-    backends, hint = config.backends, _last_backends()
+def _backends_section(config: Configuration, caches: Caches) -> DynamicSection:
+    backends, hint = config.backends, caches.last_backends()
     changed = _changed_positions(backends, hint.backends) if hint is not None else None
     if changed is not None and len(changed) * 4 < len(backends):
         # Mostly the Backend objects of the last section, in the same places:
         # an identity scan plus the changed ones.
         items = list(hint.items)
         total = hint.total
-        for i, encoded in zip(changed, _encodings.encode(tuple(backends[i] for i in changed))):
+        for i, encoded in zip(changed, _encode_all(caches.encodings, tuple(backends[i] for i in changed))):
             total += encoded.digest - items[i].digest
             items[i] = encoded
         total %= _MOD
         section = DynamicSection("backends", _finish(total, len(items)), tuple(items),
                                  backends=backends, total=total)
     else:
-        encoded = _encodings.encode(backends)
+        encoded = _encode_all(caches.encodings, backends)
         total = sum(e.digest for e in encoded) % _MOD
         section = DynamicSection("backends", _finish(total, len(encoded)), encoded,
                                  backends=backends, total=total)
-    _last_backends = weakref.ref(section)
+    caches.remember_backends(section)
     return section
 
 
@@ -409,29 +380,23 @@ def _plain_section(name: str, payload: Any) -> DynamicSection:
     return DynamicSection(name, hashlib.sha256(body).hexdigest(), plain=body)
 
 
-# The route table's cache (reused host entries and shards); see routes.RouteTable.
-_route_table = routes_mod.RouteTable()
-# Encoded route sections by payload object (the shards of the last build):
-# a shard no change touched is the same object and is not encoded again.
-_routes_encoded: dict[int, tuple[object, DynamicSection]] = {}
-
-
-def _routes_sections(config: Configuration) -> tuple[DynamicSection, ...]:
-    global _routes_encoded
-    payloads = _route_table.sections(config)
+def _routes_sections(config: Configuration, caches: Caches) -> tuple[DynamicSection, ...]:
+    payloads = caches.routes.sections(config)
     names = ("routes", *(f"routes_{i}" for i in range(routes_mod.SHARDS)))
-    encoded: dict[int, tuple[object, DynamicSection]] = {}
+    # Encoded route sections by payload object (the shards of the last
+    # render): a shard no change touched is the same object, not encoded again.
+    last, encoded = caches.route_sections, {}
     sections = []
     for name, payload in zip(names, payloads):
-        hit = _routes_encoded.get(id(payload))
+        hit = last.get(id(payload))
         if hit is None or hit[0] is not payload or hit[1].name != name:
             hit = (payload, _plain_section(name, payload))
         encoded[id(payload)] = hit
         sections.append(hit[1])
-    _routes_encoded = encoded
+    caches.route_sections = encoded
     return tuple(sections)
 
 
-def _dynamic_sections(config: Configuration) -> tuple[DynamicSection, ...]:
-    return (_backends_section(config), _plain_section("certificates", certificates_payload(config)),
-            *_routes_sections(config))
+def _dynamic_sections(config: Configuration, caches: Caches) -> tuple[DynamicSection, ...]:
+    return (_backends_section(config, caches), _plain_section("certificates", certificates_payload(config)),
+            *_routes_sections(config, caches))

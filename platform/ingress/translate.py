@@ -9,7 +9,7 @@ left out, and everything else keeps serving.
 Each sync translates everything again, but what did not change is not
 redone: pure steps (one Ingress object read on its own, a Service's
 endpoints, a location, a server, a backend) are reused across translations
-when their inputs are the same objects (``_Reuse``), so the result is
+when their inputs are the same objects (the caller's ``caches.Caches``), so the result is
 exactly a fresh translation's and unchanged hosts keep their Server objects
 (which ``view`` and ``routes`` reuse in turn). The step of a host whose
 Ingresses touch nothing outside it is replayed whole (``_HostStep``: its
@@ -87,7 +87,7 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple, TypeVar
+from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
 from platformd.ingress import annotations as ann_mod
@@ -95,6 +95,7 @@ from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
 from platformd.ingress import validate as v
+from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
 from platformd.ingress.model import (
     Backend,
@@ -112,7 +113,6 @@ from platformd.ingress.snapshot import Issue, Snapshot, key_of
 
 __all__ = ["Problem", "TranslateOptions", "Translation", "build", "is_ours"]
 
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -151,57 +151,17 @@ class Translation:
     owned_ingresses: tuple[str, ...]  # "ns/name" of Ingresses that are ours (for status)
 
 
-def build(snapshot: Snapshot, options: TranslateOptions) -> Translation:
-    """The whole desired configuration for ``snapshot`` (see module docstring)."""
+def build(snapshot: Snapshot, options: TranslateOptions, caches: Caches | None = None) -> Translation:
+    """The whole desired configuration for ``snapshot`` (see module docstring).
+
+    ``caches``: the caller's ``caches.Caches``, whose ``translation`` field
+    holds the steps reused from its earlier builds; None translates afresh
+    (the result is equal either way)."""
+    reuse = (caches or Caches()).translation
     with gcpause.paused:  # see gcpause: a third of a translation otherwise
-        return _Translator(snapshot, options).run()
+        return _Translator(snapshot, options, reuse).run()
 
 
-class _Reuse:
-    """Results of pure steps of recent translations, keyed by their inputs.
-
-    A sync after one new Ingress translates 10,000 unchanged ones again.
-    Store objects are never modified (a change is a new object) and model
-    objects are frozen, so a result made from the same inputs (the same
-    objects, by identity) is still right, and equal inputs give equal
-    configurations whether or not an entry was reused. ``pins`` keeps the
-    objects a key names by ``id`` alive, so an id cannot be reused while its
-    entry exists. Two generations: an entry is kept while used at least
-    every other ``limit`` lookups-that-missed, so memory follows what recent
-    translations used. Unlocked: a race only makes a result twice.
-    """
-
-    def __init__(self, limit: int = 1 << 17) -> None:
-        self.limit = limit
-        self._young: dict[tuple, tuple[object, object]] = {}
-        self._old: dict[tuple, tuple[object, object]] = {}
-
-    def get(self, key: tuple, pins: object, make: Callable[[], T]) -> T:
-        hit = self._young.get(key)
-        if hit is None:
-            hit = self._old.pop(key, None) or (pins, make())
-            self._young[key] = hit
-            if len(self._young) > self.limit:
-                self._old, self._young = self._young, {}
-        return hit[1]  # type: ignore[return-value]
-
-    def peek(self, key: tuple) -> object | None:
-        """The entry for ``key`` (kept, as by ``get``), or None."""
-        hit = self._young.get(key)
-        if hit is None:
-            hit = self._old.pop(key, None)
-            if hit is None:
-                return None
-            self._young[key] = hit
-        return hit[1]
-
-    def put(self, key: tuple, pins: object, value: object) -> None:
-        self._young[key] = (pins, value)
-        if len(self._young) > self.limit:
-            self._old, self._young = self._young, {}
-
-
-_reuse = _Reuse()
 
 
 # --- internal records ------------------------------------------------------------
@@ -347,7 +307,7 @@ _NO_ANNOTATIONS = ann_mod.Annotations()
 class _Parsed(NamedTuple):  # a tuple: made for every Ingress of a cold build
     """What the translation needs of one Ingress object that depends on
     nothing else: a pure function of the object and the snippet option
-    (``_parse``), so it is made once per object and reused (``_reuse``)
+    (``_parse``), so it is made once per object and reused (``Caches.translation``)
     while the store keeps that object. Everything between Ingresses
     (conflicts, ownership, canaries, TLS claims) is decided per build."""
 
@@ -444,8 +404,9 @@ def _service_ref(ing: _Ingress, service: dict | None) -> _ServiceRef | None:
 
 
 class _Translator:
-    def __init__(self, snapshot: Snapshot, options: TranslateOptions) -> None:
+    def __init__(self, snapshot: Snapshot, options: TranslateOptions, reuse: Generations) -> None:
         self.snap = snapshot
+        self.reuse = reuse  # the caller's Caches.translation (see caches)
         self.opts = options
         self.now = options.now if options.now is not None else time.time()
         self.problems: list[Problem] = []
@@ -511,7 +472,7 @@ class _Translator:
                 return class_name in names
             return is_ours(obj, classes, self.opts)
 
-        ours = [_reuse.get(("ingress", id(obj), snippets), obj, lambda: _parse(obj, snippets))
+        ours = [self.reuse.get(("ingress", id(obj), snippets), obj, lambda: _parse(obj, snippets))
                 for obj in self.snap.ingresses if is_our(obj)]
         ours.sort(key=_rank)
         return ours
@@ -576,7 +537,7 @@ class _Translator:
             service = self.snap.services.get(ref.key)
             given = self.snap.endpoint_slices.get(ref.key, ())
             slices = tuple(given)
-            resolved = _reuse.get(
+            resolved = self.reuse.get(
                 ("resolve", ref.key, ref.port, settings[3], self.opts.external_name_services,
                  self.opts.local_addresses, id(service),
                  *map(id, slices)), (service, slices),
@@ -657,7 +618,7 @@ class _Translator:
             # Service and slices are), the owner's settings tuple (one per
             # Ingress object) and policy; all pinned by the entry.
             pins = (state.endpoints, state.settings, state.policy, default_lb)
-            model = _reuse.get(("backend", name, alternatives, *map(id, pins)), pins,
+            model = self.reuse.get(("backend", name, alternatives, *map(id, pins)), pins,
                                lambda: self._backend_model(name, state, alternatives))
             if not alternatives:
                 state.model = (default_lb, state.policy, model)
@@ -824,7 +785,7 @@ class _Translator:
                 continue
             key = ("host", host, is_tls, certificate, ssl_default, default_service, len(members),
                    *map(id, members), *map(id, host_routes))
-            step = _reuse.peek(key)
+            step = self.reuse.peek(key)
             if step is not None and self._replay(step, servers):  # type: ignore[arg-type]
                 continue
             journal = self.journal = _Journal()
@@ -834,7 +795,7 @@ class _Translator:
             finally:
                 self.journal = None
             if journal.pure:
-                _reuse.put(key, (tuple(members), tuple(host_routes)), _HostStep.of(
+                self.reuse.put(key, (tuple(members), tuple(host_routes)), _HostStep.of(
                     servers[-1] if len(servers) > servers_before else None, self.problems[problems_before:], journal))
         return servers
 
@@ -887,10 +848,9 @@ class _Translator:
         except v.ValidationError as exc:  # defensive: every part was checked already
             self.problems.append(members[0].problem("InvalidServer", f"host {host!r}: {exc}; not served"))
 
-    @staticmethod
-    def _server(host: str, aliases: tuple[str, ...], certificate: str | None, locations: tuple[Location, ...],
+    def _server(self, host: str, aliases: tuple[str, ...], certificate: str | None, locations: tuple[Location, ...],
                 tls: bool) -> Server:
-        return _reuse.get(("server", host, aliases, certificate, tls, *map(id, locations)), locations,
+        return self.reuse.get(("server", host, aliases, certificate, tls, *map(id, locations)), locations,
                           lambda: Server(host, aliases=aliases, tls_certificate=certificate, locations=locations, tls=tls))
 
     def _location(self, route: _Route, is_tls: bool) -> Location | None:
@@ -907,7 +867,7 @@ class _Translator:
         """A location carrying the Ingress-wide per-location annotations."""
         backend = None if ann.redirect is not None else backend
         ssl_redirect = self._ssl_redirect(ann, is_tls)
-        return _reuse.get(("location", id(ann), path, match, backend, ssl_redirect), ann, lambda: Location(
+        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect), ann, lambda: Location(
             path,
             match=match,
             backend=backend,

@@ -171,6 +171,7 @@ class IngressReviewer:
         ingresses = neighbours if obj is None else [*neighbours, obj]
         if not ingresses:
             return {}
+        # No caches.Caches: the controller's has one owner, and a neighbourhood is small.
         translation = build(self._snapshot_of(ingresses), self._options)
         by_key: dict[str, list[Problem]] = {}
         for problem in translation.problems:

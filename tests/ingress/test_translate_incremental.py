@@ -7,7 +7,7 @@ none of this shows: after any sequence of changes (add, delete or modify an
 Ingress, Service, EndpointSlice, Secret or the ConfigMap) the result equals a
 translation of the same objects that reuses nothing, and renders to the same
 bytes. "Fresh" here is a deep copy of the snapshot (no object the caches have
-seen) translated with an empty reuse cache.
+seen) translated without a ``caches.Caches``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 
 from platformd import paths
 from platformd.ingress import routes, translate
+from platformd.ingress.caches import Caches
 from platformd.ingress.render import render_nginx_conf
 from platformd.ingress.snapshot import Snapshot, key_of
 from platformd.ingress.translate import TranslateOptions, build
@@ -30,6 +31,7 @@ from tests.ingress_e2e import objects as o
 NOW = time.time() + 3600  # the test certificates are valid from their creation on, for 30 days
 OPTIONS = TranslateOptions(default_backend_service="default/fallback", default_ssl_certificate="default/tls-default",
                            now=NOW)
+CACHES = Caches()  # reused across the whole module, as the controller keeps one
 ROUTE_TABLE = routes.RouteTable()
 RUNTIME = RuntimePaths(Path("/tmp/pd-test"), paths.lua_dir(), Path("/tmp/pd-test/c.pem"), Path("/tmp/pd-test/k.pem"))
 
@@ -104,13 +106,8 @@ MAPPINGS = ("services", "endpoint_slices", "secrets")
 
 
 def fresh(snap: Snapshot, options: TranslateOptions = OPTIONS) -> translate.Translation:
-    saved = translate._reuse
-    translate._reuse = translate._Reuse()
-    try:
-        return build(Snapshot(**{name: copy.deepcopy(getattr(snap, name) if name not in MAPPINGS else dict(getattr(snap, name)))
-                                 for name in FIELDS}), options)
-    finally:
-        translate._reuse = saved
+    return build(Snapshot(**{name: copy.deepcopy(getattr(snap, name) if name not in MAPPINGS else dict(getattr(snap, name)))
+                             for name in FIELDS}), options)  # no caches: nothing reused
 
 
 def _frozen_copy(snap: Snapshot) -> dict:
@@ -124,7 +121,7 @@ def check(c: Cluster) -> translate.Translation:
     # caches rest on store objects never being modified, so translating and
     # building the route table must leave every object as it was.
     before = _frozen_copy(snap)
-    reused = build(snap, OPTIONS)
+    reused = build(snap, OPTIONS, CACHES)
     ROUTE_TABLE.payload(reused.configuration)
     assert _frozen_copy(snap) == before, "translation modified a store object"
     expected = fresh(snap)
@@ -219,9 +216,9 @@ def test_a_change_of_options_gives_what_a_fresh_translation_gives(certs):
     CHANGES["add ingress using the default backend service"](c)  # a host without a "/"
     snap = c.snapshot()
     plain = TranslateOptions(now=NOW)
-    without = build(snap, plain)
+    without = build(snap, plain, CACHES)
     assert without == fresh(snap, plain)
-    with_default = build(snap, OPTIONS)
+    with_default = build(snap, OPTIONS, CACHES)
     assert with_default == fresh(snap, OPTIONS)
     assert without != with_default
-    assert build(snap, plain) == without
+    assert build(snap, plain, CACHES) == without

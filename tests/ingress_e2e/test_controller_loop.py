@@ -15,6 +15,7 @@ import yaml
 
 from platformd.common.filesource import FileSource
 from platformd.common.informer import InformerFactory
+from platformd.ingress.caches import Caches
 from platformd.ingress.controller import Controller, ControllerOptions
 from platformd.ingress.dataplane import ApplyResult
 from platformd.ingress.decide import needs_reload
@@ -82,13 +83,14 @@ class SlowReloadPlane(RecordingPlane):
 
 
 class Loop:
-    def __init__(self, folder, plane: RecordingPlane | None = None, **options) -> None:
+    def __init__(self, folder, plane: RecordingPlane | None = None, caches: Caches | None = None,
+                 **options) -> None:
         self.folder = folder
         self.source = FileSource(str(folder), poll_interval=0.02)
         self.plane = plane or RecordingPlane()
         self.metrics = CountingMetrics()
         self.controller = Controller(InformerFactory(self.source), self.plane, ControllerOptions(**options),
-                                     metrics=self.metrics)
+                                     metrics=self.metrics, caches=caches)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
         self.thread.start()
@@ -147,6 +149,20 @@ def test_first_sync_sees_everything_and_later_endpoint_changes_are_dynamic(loop)
     # The patched model equals a full translation of the same state.
     lp.controller.sync()
     assert lp.plane.running.backends == new[-1][2].backends
+
+
+def test_the_controller_builds_with_the_caches_it_is_given(tmp_path):
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump_all(_cluster()))
+    caches = Caches()
+    lp = Loop(tmp_path, caches=caches, route_interval=0.2)
+    try:
+        wait_for(lambda: lp.plane.applies, 10, message="first sync")
+        assert lp.controller.caches is caches and len(caches.translation) > 0
+        first = lp.plane.applies[0][2]
+        lp.controller.sync()  # nothing changed: every server is the reused object
+        assert all(a is b for a, b in zip(lp.plane.running.servers, first.servers))
+    finally:
+        lp.close()
 
 
 def test_route_changes_are_coalesced_and_bursts_merge(loop):
