@@ -544,8 +544,8 @@ class Controller:
                 state, applied=True, last_sync_time=self.clock.wall(), last_sync_duration=duration,
                 last_result="ok", reload_count=state.reload_count + (result.kind in ("reload", "start")),
                 failing_since=None,
-                ingresses=len(translation.owned_ingresses), backends=len(config.backends),
-                endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
+                ingresses=len(translation.owned_ingresses), backends=len(self._served(config).backends),
+                endpoints=_endpoint_count(self._served(config)), configuration=config)
             log.info("sync applied (%s) in %.3fs: %d ingresses, %d backends, %d endpoints", result.kind, duration,
                      self._state.ingresses, self._state.backends, self._state.endpoints)
         else:
@@ -558,10 +558,17 @@ class Controller:
         self._state = replace(state, last_result=f"failed: {result.error}",
                               failing_since=state.failing_since or self.clock.wall())
 
+    def _served(self, config: Configuration) -> Configuration:
+        """What the data plane serves after a successful apply: ``config`` plus
+        what a wrapping plane merged in (Gateway API routes' backends), less
+        what it left out; counts come from it, so they match what Lua holds."""
+        running = getattr(self.plane, "running", None)
+        return running if isinstance(running, Configuration) else config
+
     def _count(self, config: Configuration, result: ApplyResult) -> None:
         """Record an endpoint sync that succeeded."""
         self._state = replace(self._state, last_sync_time=self.clock.wall(), last_result="ok", failing_since=None,
-                              endpoints=sum(len(b.endpoints) for b in config.backends), configuration=config)
+                              endpoints=_endpoint_count(self._served(config)), configuration=config)
         if self.metrics is not None:
             self.metrics.observe_counts(self._state)
 
@@ -641,3 +648,7 @@ class Controller:
             return
         # Every problem refuses something: Warning, whatever the finder said.
         self.recorder.event(obj, "Warning", problem.reason, problem.message)
+
+
+def _endpoint_count(config: Configuration) -> int:
+    return sum(len(b.endpoints) for b in config.backends)

@@ -39,6 +39,8 @@ def test_http_route_is_served_beside_an_ingress_and_programmed(fake_api, ingress
     assert running.get("/", host="gw.example").text == "web"
     assert running.get("/old/x", host="gw.example").text == "legacy"  # the Ingress's path on the same host
     wait_for(lambda: _programmed(fake_api)[:2] == ("True", "Programmed"), 20, message="Gateway Programmed")
+    # /status counts what Lua holds: the Ingress's backend and the route's two.
+    assert (running.status()["backends"], running.status()["endpoints"]) == (3, 3)
 
     # An endpoint change of a Service only the route uses reaches the data plane.
     moved = fake_api.get("EndpointSlice", "default", "api-1")
