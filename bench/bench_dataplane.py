@@ -273,8 +273,8 @@ def bench_instructions(harness: DataPlaneHarness, backend: NginxBackend, text: s
         target = instructions.Target(name, harness.http_port, host, b"fast")
         counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
                                             pusher(config_for(backend)), requests=requests, warmup=requests)
-    target = instructions.Target("lua", harness.http_port, HOST, b"fast")
     name = f"lua at {large:,} ingresses"
+    target = instructions.Target(name, harness.http_port, HOST, b"fast")
     counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
                                         pusher(config_for(backend, extra_ingresses=large)),
                                         requests=requests, warmup=requests)

@@ -13,11 +13,14 @@ LuaJIT traces of one path cannot shape another's. After the dynamic state is
 pushed and ``warmup`` requests have let LuaJIT compile the hot path, the
 counters are zeroed, ``requests`` requests are sent on one keep-alive
 connection, and the counters dumped: total instructions / requests.
+With ``BENCH_CALLGRIND_DIR`` set, each dump is kept there as
+``<path name>.callgrind`` for ``callgrind_annotate``.
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import shutil
 import subprocess
@@ -106,6 +109,9 @@ def measure(
         before = set(out_dir.iterdir())
         subprocess.run([*control, "--dump", str(proc.pid)], check=True, capture_output=True)
         (dump,) = set(out_dir.iterdir()) - before
+        keep = os.environ.get("BENCH_CALLGRIND_DIR")
+        if keep:  # for callgrind_annotate: where the instructions go, per function
+            shutil.copy(dump, Path(keep) / f"{target.name.replace(' ', '_')}.callgrind")
         return _total(dump) / requests
     finally:
         proc.terminate()
