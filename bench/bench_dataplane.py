@@ -253,6 +253,13 @@ def bench_throughput(harness: DataPlaneHarness, backend: NginxBackend, rounds: i
     os.sched_setaffinity(0, cpus)
 
 
+# Seconds after the warm-up before counting, for every path alike: the
+# garbage collection each worker runs after a push (lua/platform.lua) is the
+# change's work, not a request's; under callgrind it takes ~10 s at 10,000
+# Ingresses.
+SETTLE_S = 20.0
+
+
 def bench_instructions(harness: DataPlaneHarness, backend: NginxBackend, text: str, requests: int,
                        large: int = 10000) -> None:
     if not instructions.available():
@@ -272,12 +279,13 @@ def bench_instructions(harness: DataPlaneHarness, backend: NginxBackend, text: s
     for name, host in PATHS.items():
         target = instructions.Target(name, harness.http_port, host, b"fast")
         counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
-                                            pusher(config_for(backend)), requests=requests, warmup=requests)
-    target = instructions.Target("lua", harness.http_port, HOST, b"fast")
+                                            pusher(config_for(backend)), requests=requests, warmup=requests,
+                                            settle=SETTLE_S)
     name = f"lua at {large:,} ingresses"
+    target = instructions.Target(name, harness.http_port, HOST, b"fast")
     counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
                                         pusher(config_for(backend, extra_ingresses=large)),
-                                        requests=requests, warmup=requests)
+                                        requests=requests, warmup=requests, settle=SETTLE_S)
     print(f"instructions per request (callgrind, user space only; one nginx process per path,"
           f" {requests} requests after as many to warm up):")
     print("  " + "   ".join(f"{name} {count:,.0f}" for name, count in counts.items()))
@@ -352,13 +360,21 @@ def bench_propagation(harness: DataPlaneHarness, changes: int, connections: int)
         b.stop()
 
 
-def nginx_rss_mb(harness: DataPlaneHarness) -> float:
-    total = 0
+def nginx_memory_mb(harness: DataPlaneHarness) -> dict[str, float]:
+    """VmRSS of nginx (master + workers) and its parts: RssAnon (process
+    heaps: the Lua VMs), RssShmem (shared dict pages each process touched,
+    counted once per process as VmRSS does)."""
+    total = {"VmRSS": 0, "RssAnon": 0, "RssShmem": 0}
     for pid in [harness.nginx.master_pid(), *harness.nginx.worker_pids()]:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024
+            field = line.split(":", 1)[0]
+            if field in total:
+                total[field] += int(line.split()[1])
+    return {field: kb / 1024 for field, kb in total.items()}
+
+
+def nginx_rss_mb(harness: DataPlaneHarness) -> float:
+    return nginx_memory_mb(harness)["VmRSS"]
 
 
 def bench_route_changes(harness: DataPlaneHarness, changes: int, size: int) -> None:
@@ -373,7 +389,8 @@ def bench_route_changes(harness: DataPlaneHarness, changes: int, size: int) -> N
         reloads = harness.registry.get_sample_value("nginx_ingress_controller_success")
         for _ in range(20):
             probe(harness.http_port)
-        rss_before = nginx_rss_mb(harness)
+        before = nginx_memory_mb(harness)
+        rss_before = before["VmRSS"]
         kinds = sorted(ROUTE_CHANGES)
         latencies = []
         for i in range(changes):
@@ -392,12 +409,18 @@ def bench_route_changes(harness: DataPlaneHarness, changes: int, size: int) -> N
                 if time.perf_counter() - start > 10:
                     raise RuntimeError(f"{kind}: not served within 10 s")
             latencies.append((time.perf_counter() - start) * 1000)
-        rss_after = nginx_rss_mb(harness)
+            if (i + 1) % max(1, changes // 10) == 0:
+                parts = nginx_memory_mb(harness)
+                print(f"  after {i + 1} changes: " + "  ".join(f"{k} {v:.1f} MB" for k, v in parts.items()),
+                      flush=True)
+        after = nginx_memory_mb(harness)
+        rss_after = after["VmRSS"]
         now = harness.registry.get_sample_value("nginx_ingress_controller_success")
         print(f"route changes, {changes} mixed kinds on {size:,} Ingresses, each to its first request served"
               f" (2 workers): {summary(sorted(latencies))}")
         print(f"  reloads: {now - reloads:.0f}; nginx RSS (master + workers) {rss_before:.1f} MB before,"
               f" {rss_after:.1f} MB after ({(rss_after / rss_before - 1) * 100:+.1f}%)")
+        print("  of which " + "  ".join(f"{k} {before[k]:.1f} -> {after[k]:.1f} MB" for k in ("RssAnon", "RssShmem")))
     finally:
         backend.stop()
 

@@ -38,7 +38,8 @@
 -- positions and EWMA in-flight counts survive, and instances of backends a
 -- delta does not name are not touched at all.
 -- Hot path (plain requests): one load of the shared change counter (the
--- dict is read only after a POST, util/changes.lua), one read of
+-- dict is read only after a POST, util/changes.lua), the upstream name
+-- router.fast() handed over (M.routed), else one read of
 -- $proxy_upstream_name with its hash computed once (util/variable.lua), one
 -- table lookup, the algorithm's pick, set_current_peer (address and port
 -- apart: nginx parses that fastest); get_last_failure and set_more_tries
@@ -403,9 +404,37 @@ local function tried_peers()
   return tried, last
 end
 
+-- The upstream name router.fast() chose for the request it ran for last, so
+-- that request's balancer phase skips reading it back from
+-- $proxy_upstream_name (an FFI call into nginx and a Lua string: ~500
+-- instructions, more when the string table is crowded). Any other request
+-- (one whose body was read in between, a lane, a retry after another
+-- request was routed) reads the variable. Every request of the public
+-- server runs fast() first, so a request whose memory reuses a finished
+-- one's address overwrites the record before its balancer runs.
+local routed_request, routed_name = nil, nil
+-- Outside nginx (the busted specs) there is no request: always the variable.
+local ok_base, base = pcall(require, "resty.core.base")
+local get_request = ok_base and base.get_request or function() return nil end
+
+--- router.fast() decided `name` for this request ("": it did not).
+function M.routed(name)
+  if name == "" then
+    routed_request = nil
+  else
+    routed_request, routed_name = get_request(), name
+  end
+end
+
 function M.balance()
   refresh()
-  local entry = state.entries[upstream_name()]
+  local name
+  if routed_request ~= nil and get_request() == routed_request then
+    name = routed_name
+  else
+    name = upstream_name()
+  end
+  local entry = state.entries[name]
   if entry == nil then
     return unavailable()
   end

@@ -40,6 +40,14 @@
 -- the first request after a change or by the warm-up timer (platform.lua).
 local cidr = require("util.cidr")
 local changes_now = require("util.changes").current
+local reader = require("util.variable").reader
+
+-- The variables every request reads, their names hashed once (util/variable:
+-- ngx.var[name] lower-cases and hashes the name per read, ~150 instructions).
+local var_host = reader("host")
+local var_uri = reader("uri")
+local var_request = reader("platform_request")
+local var_access_scheme = reader("pass_access_scheme")
 
 -- nil outside nginx (the specs load the pure part of this module).
 local ngx = ngx
@@ -356,9 +364,14 @@ end
 -- Set by platform.init once every module is loaded.
 local balancer
 
+-- $platform_request (templates/nginx.conf.j2) -> whether there is a body /
+-- the request came over TLS.
+local HAS_BODY = { b = true, sb = true }
+local TLS = { s = true, sb = true }
+
 local function too_large(policy)
   local limit_bytes = policy.body_size
-  if limit_bytes == 0 or ngx_var.platform_has_body == "" then
+  if limit_bytes == 0 or not HAS_BODY[var_request()] then
     return false
   end
   local length = tonumber(ngx_var.http_content_length)
@@ -481,46 +494,61 @@ local function access_denied(policy)
   return policy.allow ~= nil and not cidr.contains(policy.allow, addr)
 end
 
---- set_by_lua of `location /`: the common request decided without a
--- coroutine. "" when it is proxied from `location /` as it is (upstream
--- name and HSTS set); "1" sends it through `route()` in the rewrite phase.
-function M.fast()
+--- set_by_lua of `location /` (its result is $proxy_upstream_name): the
+-- common request decided without a coroutine. The upstream name when it is
+-- proxied from `location /` as it is (HSTS set); "" sends it through
+-- `route()` in the rewrite phase. Reads $platform_request at most once.
+local function fast()
   local routes = current()
-  local host = M.find(routes, ngx_var.host)
+  local host = M.find(routes, var_host())
   if host.redirect ~= nil then
-    return "1"
+    return ""
   end
-  local location = M.match(host, ngx_var.uri)
+  local location = M.match(host, var_uri())
   if location == nil then
-    return "1"
+    return ""
   end
   local policy = location.policy
   if not policy.simple or location.rewrite ~= nil or not balancer.plain(location.backend) then
-    return "1"
+    return ""
   end
-  if policy.body_size > 0 and ngx_var.platform_has_body ~= "" then
-    return "1"
+  local request = nil
+  if policy.body_size > 0 then
+    request = var_request()
+    if HAS_BODY[request] then
+      return ""
+    end
   end
-  if policy.ssl_redirect and ngx_var.pass_access_scheme == "http" then
-    return "1"
+  if policy.ssl_redirect and var_access_scheme() == "http" then
+    return ""
   end
-  ngx_var.proxy_upstream_name = location.name
-  if host.hsts and routes.hsts ~= nil and ngx_var.scheme == "https" then
-    ngx_var.platform_hsts = routes.hsts
+  if host.hsts and routes.hsts ~= nil then
+    if request == nil then
+      request = var_request()
+    end
+    if TLS[request] then
+      ngx_var.platform_hsts = routes.hsts
+    end
   end
-  return ""
+  return location.name
+end
+
+function M.fast()
+  local name = fast()
+  balancer.routed(name)
+  return name
 end
 
 --- rewrite_by_lua of `location /` (lane nil) and of each named lane.
 function M.route(lane)
   local routes = current()
-  local host = M.find(routes, ngx_var.host)
+  local host = M.find(routes, var_host())
   local redirect = host.redirect
   if redirect ~= nil then
     ngx_var.proxy_upstream_name = "redirect"
     return ngx.redirect(redirect.target, redirect.code)
   end
-  local location = M.match(host, ngx_var.uri)
+  local location = M.match(host, var_uri())
   if location == nil then
     ngx_var.proxy_upstream_name = "default-404"
     return ngx.exit(ngx.HTTP_NOT_FOUND)
@@ -533,7 +561,7 @@ function M.route(lane)
   if too_large(policy) then
     return ngx.exit(413)
   end
-  if policy.ssl_redirect and ngx_var.pass_access_scheme == "http" then
+  if policy.ssl_redirect and var_access_scheme() == "http" then
     return ssl_redirect(routes)
   end
   if not policy.proxy then
@@ -542,7 +570,7 @@ function M.route(lane)
   if policy.cors ~= nil then
     cors(policy)
   end
-  if host.hsts and routes.hsts ~= nil and ngx_var.scheme == "https" then
+  if host.hsts and routes.hsts ~= nil and TLS[var_request()] then
     ngx_var.platform_hsts = routes.hsts
   end
   if location.rewrite ~= nil then

@@ -1,4 +1,5 @@
 import gc
+import sys
 import os
 import threading
 import time
@@ -336,3 +337,74 @@ def test_the_source_keeps_one_copy_of_what_it_serves(tmp_path):
         assert kept < one_parse / 4, (kept, one_parse)
     finally:
         source.close()
+
+
+# Scalars of every YAML type, merge keys, aliases, non-string keys, custom
+# collection tags: the direct build (filesource._build) must give what
+# PyYAML's constructor gives, or leave the document to it.
+EQUIVALENCE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: types
+  labels: {a: "1", b: x}
+  annotations: &notes {k: v, "2024-01-01T00:00:00Z": t}
+data:
+  int: 1
+  float: 1.5
+  bool: true
+  nothing: null
+  tilde: ~
+  when: 2024-01-01T00:00:00Z
+  octal: 0o17
+  list: [1, "2", [3, {x: y}], {}]
+  again: *notes
+  empty: ""
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: merged
+  labels: &base {a: "1"}
+data:
+  <<: *base
+  b: "2"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: intkeys
+data:
+  1: one
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: set
+data: !!set {a, b}
+"""
+
+
+def test_direct_build_equals_pyyaml_constructor():
+    import yaml
+
+    from platformd.common.filesource import _build, _ManifestLoader, _NeedsConstructor
+
+    expected = list(yaml.load_all(EQUIVALENCE, Loader=_ManifestLoader))
+    loader, built, direct = _ManifestLoader(EQUIVALENCE), [], []
+    while loader.check_node():
+        node = loader.get_node()
+        try:
+            built.append(_build(node, loader))
+            direct.append(True)
+        except _NeedsConstructor:
+            built.append(loader.construct_document(node))
+            direct.append(False)
+    loader.dispose()
+    assert built == expected
+    assert direct == [True, False, False, False]  # merge key, int key, !!set: the constructor's
+    data = built[0]["data"]
+    assert data["when"] == "2024-01-01T00:00:00Z"  # timestamps stay strings
+    assert (data["int"], data["float"], data["bool"], data["nothing"], data["octal"]) == (1, 1.5, True, None, "0o17")  # YAML 1.1: a string
+    assert built[1]["data"] == {"a": "1", "b": "2"}
+    assert data["list"][1] is sys.intern("2")  # interned, as the constructor's strings
