@@ -160,3 +160,33 @@ def test_another_local_user_cannot_reprogram_the_data_plane(fake_api, ingress_co
     assert attempt.returncode != 0, attempt.stdout
     assert "Permission denied" in attempt.stderr or "Couldn't connect" in attempt.stderr
     assert running.get("/", host="good.example").text == "web"
+
+
+def test_a_foreign_change_to_the_data_plane_is_repaired(fake_api, ingress_controller, netns_backends):
+    """#15: a write to the configuration socket that did not come from the
+    controller moved a host to another backend and went unnoticed for 20+ s.
+    The controller reads Lua's checksums back and pushes its own state again."""
+    import httpx
+
+    from platformd.ingress.layout import NginxFiles
+
+    backends = netns_backends(["web", "other"])
+    fake_api.create(o.ingress_class())
+    for name in ("web", "other"):
+        fake_api.create(o.service(name))
+        fake_api.create(o.endpoint_slice(name, [backends[name].ip]))
+    fake_api.create(o.ingress("good", "good.example", [("/", "web", 80)]))
+    running = ingress_controller()
+    running.wait_ready()
+    assert running.get("/", host="good.example").text == "web"
+
+    # Whoever may reach the socket (here: root, the controller's own user)
+    # points good.example's backend at the other pod.
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(NginxFiles(running.state_dir).socket))) as lua:
+        section = lua.get("http://nginx/configuration/backends").json()
+        hijacked = [dict(b, endpoints=[dict(e, address=backends["other"].ip) for e in b["endpoints"]])
+                    if b["name"].startswith("default.web.") else b for b in section["data"]]
+        assert lua.post("http://nginx/configuration/backends",
+                        json={"checksum": "f" * 64, "data": hijacked}).status_code == 201
+    wait_for(lambda: running.get("/", host="good.example").text == "other", 5, message="the foreign change applied")
+    wait_for(lambda: running.get("/", host="good.example").text == "web", 10, message="the controller repaired it")
