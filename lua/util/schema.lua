@@ -591,27 +591,34 @@ local function check_hosts(data, deps, policies, out)
   return out
 end
 
+-- What the "routes" section and the whole-table form share: the policies,
+-- the HSTS value, the ssl-redirect settings and the catch-all host.
+local function check_meta(data, deps)
+  if type(data) ~= "table" then
+    fail("data", "must be an object")
+  end
+  local redirect = required(data, "ssl_redirect", "data", deps, opt_object)
+  local out = {
+    policies = check_policies(data, deps, {}),
+    hsts = required(data, "hsts", "data", deps, opt_string),
+    ssl_redirect = {
+      code = required(redirect, "code", "data.ssl_redirect", deps, opt_integer, 301, 308),
+      port = required(redirect, "port", "data.ssl_redirect", deps, opt_integer, 1, 65535),
+    },
+  }
+  if not REDIRECT_CODES[out.ssl_redirect.code] or out.ssl_redirect.code == 303 then
+    fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
+  end
+  out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
+  return out
+end
+
 --- `data` of section "routes": what is not per host (the catch-all, the
 -- HSTS value, the ssl-redirect settings) and how many shards the hosts are in.
 function M.validate_routes_meta(data, deps)
   return protect(function()
-    if type(data) ~= "table" then
-      fail("data", "must be an object")
-    end
-    local redirect = required(data, "ssl_redirect", "data", deps, opt_object)
-    local out = {
-      policies = check_policies(data, deps, {}),
-      hsts = required(data, "hsts", "data", deps, opt_string),
-      shards = required(data, "shards", "data", deps, opt_integer, 1, 4096),
-      ssl_redirect = {
-        code = required(redirect, "code", "data.ssl_redirect", deps, opt_integer, 301, 308),
-        port = required(redirect, "port", "data.ssl_redirect", deps, opt_integer, 1, 65535),
-      },
-    }
-    if not REDIRECT_CODES[out.ssl_redirect.code] or out.ssl_redirect.code == 303 then
-      fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
-    end
-    out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
+    local out = check_meta(data, deps)
+    out.shards = required(data, "shards", "data", deps, opt_integer, 1, 4096)
     return out
   end)
 end
@@ -627,44 +634,14 @@ function M.validate_routes_shard(data, deps)
   end)
 end
 
---- `data`: the route table (platformd.ingress.routes; docs/architecture.md).
+--- `data`: the route table in one (platformd.ingress.routes;
+-- docs/architecture.md): the "routes" checks plus every host, as one shard.
 -- Strict: every field the router reads is checked, so it never guesses.
+-- For specs and tools; nginx stores the table as shards.
 function M.validate_routes(data, deps)
   return protect(function()
-    if type(data) ~= "table" then
-      fail("data", "must be an object")
-    end
-    local redirect = required(data, "ssl_redirect", "data", deps, opt_object)
-    local out = {
-      hosts = {},
-      policies = {},
-      hsts = required(data, "hsts", "data", deps, opt_string),
-      ssl_redirect = {
-        code = required(redirect, "code", "data.ssl_redirect", deps, opt_integer, 301, 308),
-        port = required(redirect, "port", "data.ssl_redirect", deps, opt_integer, 1, 65535),
-      },
-    }
-    if not REDIRECT_CODES[out.ssl_redirect.code] or out.ssl_redirect.code == 303 then
-      fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
-    end
-    for id, policy in pairs(required(data, "policies", "data", deps, opt_object)) do
-      if type(id) ~= "string" or not id:match(POLICY_ID) then
-        fail("data.policies", "must be keyed by hex ids")
-      end
-      out.policies[id] = check_route_policy(policy, "data.policies[" .. id .. "]", deps)
-    end
-    for name, host in pairs(required(data, "hosts", "data", deps, opt_object)) do
-      local path = "data.hosts[" .. tostring(name) .. "]"
-      if type(name) ~= "string" then
-        fail(path, "must be keyed by host name")
-      end
-      local bare = name:match("^%*%.(.+)$") or name
-      if #name > 253 or not bare:match(HOSTNAME) or name ~= name:lower() then
-        fail(path, "must be a lower-case host name or *.<domain>")
-      end
-      out.hosts[name] = check_host(host, path, deps, out.policies)
-    end
-    out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
+    local out = check_meta(data, deps)
+    out.hosts = check_hosts(data, deps, out.policies, {})
     return out
   end)
 end
