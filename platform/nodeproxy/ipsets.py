@@ -42,8 +42,12 @@ SPECS: tuple[IPSetSpec, ...] = (
 
 NAMES = tuple(s.name for s in SPECS)
 
+# The kernel takes 31 characters of a set name; kube-proxy cuts the longer
+# IPv6 names there (KUBE-6-NODE-PORT-LOCAL-SCTP-HAS), and so do we.
+MAX_NAME = 31
 SPECS6: tuple[IPSetSpec, ...] = tuple(
-    IPSetSpec(f"KUBE-6-{s.name.removeprefix('KUBE-')}", s.set_type, s.comment, "inet6", s.port_range) for s in SPECS)
+    IPSetSpec(f"KUBE-6-{s.name.removeprefix('KUBE-')}"[:MAX_NAME], s.set_type, s.comment, "inet6", s.port_range)
+    for s in SPECS)
 
 NAMES6 = tuple(s.name for s in SPECS6)
 
