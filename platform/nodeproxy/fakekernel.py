@@ -283,6 +283,9 @@ class FakeKernel:
             members = self._set(name)
             if entry in members:
                 raise Exists(f"{entry} is already in {name}")
+            if entry.ip is not None and (":" in entry.ip) != (self.ipsets[name][0].family == "inet6"):
+                # the kernel refuses an address of the other family (IPSET_ERR_IPADDR_IPV4/6)
+                raise KernelError(f"{entry.ip} is not of the family of ipset {name}")
             members.add(entry)
 
     def delete_ipset_entry(self, name: str, entry: IPSetEntry) -> None:

@@ -82,6 +82,7 @@ class ProxierOptions:
     tcp_fin_timeout: int = 0
     udp_timeout: int = 0
     graceful_timeout: float = DEFAULT_TIMEOUT
+    ipv6: bool = False  # dual-stack: IPv6 virtual servers too (needs the ip6tables kernel)
 
 
 @dataclass
@@ -122,8 +123,16 @@ class Proxier:
     """
 
     def __init__(self, kernel: Kernel, opts: ProxierOptions, clock: Clock = REAL_CLOCK,
-                 metrics: Metrics | None = None, health: ProxierHealth | None = None) -> None:
+                 metrics: Metrics | None = None, health: ProxierHealth | None = None,
+                 ip6tables: Kernel | None = None) -> None:
+        """``ip6tables``: where the IPv6 rules go (a kernel whose iptables
+        tool is ip6tables; only its iptables methods are used); required
+        with ``opts.ipv6``, which serves the IPv6 half of the Services the
+        way kube-proxy's second, IPv6 IPVS proxier does."""
+        if opts.ipv6 and ip6tables is None:
+            raise ValueError("dual-stack IPVS needs an ip6tables kernel")
         self.kernel = kernel
+        self.ip6tables = ip6tables if opts.ipv6 else None
         self.opts = opts
         self.clock = clock
         self.metrics = metrics or Metrics()
@@ -276,8 +285,8 @@ class Proxier:
         return changed, trigger_times
 
     def _translate_options(self) -> Options:
-        # IPVS mode: node ports on the IPv4 node IPs only (see translate.service_state).
-        return Options(self.opts.hostname, tuple(ip for ip in self._node_ips if ":" not in ip), self.opts.scheduler)
+        families = (4, 6) if self.opts.ipv6 else (4,)
+        return Options(self.opts.hostname, self._node_ips, self.opts.scheduler, families)
 
     def _translate(self, svc: str, opts: Options) -> ServiceState:
         ports = self._ports.get(svc)
@@ -348,10 +357,15 @@ class Proxier:
     def _ensure_base(self) -> None:
         k = self.kernel
         k.ensure_dummy_link(DUMMY_LINK)
-        for spec in ipsets.SPECS:
+        for spec in ipsets.SPECS + (ipsets.SPECS6 if self.ip6tables else ()):
             k.ensure_ipset(spec)
-        k.restore_iptables(iptables.render(iptables.RuleOptions(self.opts.masquerade_all, self.opts.cluster_cidr)))
-        k.ensure_iptables_rules([(jump.table, jump.chain, jump.rule) for jump in iptables.JUMPS])
+        rules = iptables.RuleOptions(self.opts.masquerade_all, self.opts.cluster_cidr)
+        jumps = [(jump.table, jump.chain, jump.rule) for jump in iptables.JUMPS]
+        k.restore_iptables(iptables.render(rules))
+        k.ensure_iptables_rules(jumps)
+        if self.ip6tables:
+            self.ip6tables.restore_iptables(iptables.render(rules, family=6))
+            self.ip6tables.ensure_iptables_rules(jumps)
         o = self.opts
         if (o.tcp_timeout or o.tcp_fin_timeout or o.udp_timeout) and self._last_full is None:
             k.set_ipvs_timeouts(o.tcp_timeout, o.tcp_fin_timeout, o.udp_timeout)
@@ -359,7 +373,7 @@ class Proxier:
     def _read_kernel(self) -> AppliedState:
         k = self.kernel
         state = AppliedState(addresses=k.list_addresses(DUMMY_LINK))
-        for name in ipsets.NAMES:
+        for name in ipsets.NAMES + (ipsets.NAMES6 if self.ip6tables else ()):
             state.entries |= {(name, e) for e in k.list_ipset(name)}
         ours = state.addresses | set(self._node_ips) | self._desired.everything().addresses
         known = set(self._applied.virtual)
@@ -584,7 +598,7 @@ class Proxier:
     # -- cleanup ---------------------------------------------------------------------
     def cleanup(self) -> list[str]:
         """Remove everything the node proxy creates. Returns failure messages."""
-        return remove_everything(self.kernel, self._node_ips)
+        return remove_everything(self.kernel, self._node_ips, self.ip6tables)
 
 
 @contextlib.contextmanager

@@ -187,3 +187,24 @@ def test_handler_unwraps_tombstones():
     h.on_delete(DeletedFinalStateUnknown("ns/x", {"a": 3}))
     h.on_delete({"a": 4})
     assert calls == [(None, {"a": 1}), ({"a": 1}, {"a": 2}), ({"a": 3}, None), ({"a": 4}, None)]
+
+
+def test_dual_stack_flag_serves_ipv6_and_cleanup_removes_it(tmp_path, capsys):
+    svc = service("web", "10.96.0.10")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    six = endpoint_slice("web", ["fd00:244::1"], name="web-6")
+    six["addressType"] = "IPv6"
+    write(tmp_path / "a.yaml", svc, endpoint_slice("web", ["10.1.0.1"]), six)
+    kernel, six_rules = FakeKernel(), FakeKernel()
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--once"), kernel=kernel) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10"}  # without the flag: IPv4 only, as before
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--once", "--dual-stack"),
+               kernel=kernel, ip6tables=six_rules) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10", "fd00:96::10"}
+    assert any("KUBE-6-CLUSTER-IP" in r for r in six_rules.iptables["nat"]["KUBE-SERVICES"])
+    assert run(args("--cleanup"), kernel=kernel, ip6tables=six_rules) == 0
+    assert kernel.virtual == {} and not kernel.ipsets
+    assert not any(c.startswith("KUBE-") for t in six_rules.iptables.values() for c in t)
+    # the flag without an ip6tables door is one clear line, not a traceback
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--once", "--dual-stack"), kernel=kernel) == 1
+    assert "--dual-stack needs ip6tables" in capsys.readouterr().err
