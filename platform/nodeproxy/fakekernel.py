@@ -45,6 +45,7 @@ DEFAULT_SYSCTLS = {
     "net/ipv4/vs/expire_nodest_conn": "0",
     "net/ipv4/vs/expire_quiescent_template": "0",
     "net/ipv4/ip_forward": "0",
+    "net/ipv6/conf/all/forwarding": "0",
     "net/ipv4/conf/all/arp_ignore": "0",
     "net/ipv4/conf/all/arp_announce": "0",
     "net/bridge/bridge-nf-call-iptables": "1",

@@ -196,7 +196,7 @@ class Proxier:
     def setup_sysctls(self) -> list[str]:
         """Apply the sysctls (see ``sysctls.py``); returns failure messages."""
         version = self.kernel.kernel_version()
-        return sysctls.apply(self.kernel, sysctls.wanted(version, self.opts.strict_arp))
+        return sysctls.apply(self.kernel, sysctls.wanted(version, self.opts.strict_arp, self.opts.ipv6))
 
     # -- the sync ----------------------------------------------------------------
     def sync(self) -> SyncResult:

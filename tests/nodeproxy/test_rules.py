@@ -85,3 +85,9 @@ def test_ipv6_rules_mirror_the_ipv4_ones_on_the_kube6_sets():
     k.restore_iptables(v6)
     k.restore_iptables(iptables.render_cleanup())
     assert not any(c.startswith("KUBE-") for t in k.iptables.values() for c in t)
+
+
+def test_dual_stack_also_forwards_ipv6():
+    names = lambda ipv6: {s.name: s.value for s in sysctls.wanted((6, 1, 0), False, ipv6)}  # noqa: E731
+    assert names(True)["net/ipv6/conf/all/forwarding"] == "1"
+    assert "net/ipv6/conf/all/forwarding" not in names(False)
