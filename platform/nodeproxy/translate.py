@@ -318,7 +318,8 @@ def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], o
     when only IPv4 is served; an IPv6-only Service is then left out)."""
     if not ports:
         return EMPTY
-    families = [f for f in opts.families if any(family_of(ip) == f for ip in ports[0].cluster_ips)]
+    present = {6 if ":" in ip else 4 for ip in ports[0].cluster_ips}
+    families = [f for f in opts.families if f in present]
     if not families:
         return EMPTY
     virtual: dict = {}
@@ -334,12 +335,12 @@ def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], o
 def _family_state(ports: tuple[ServicePort, ...], slices: list[SliceInfo], opts: Options, family: int,
                   virtual: dict, addresses: set[str], entries: set[tuple[str, IPSetEntry]]) -> None:
     """:func:`service_state` for the addresses and endpoints of one family."""
-    def ours(ips: Iterable[str]) -> list[str]:
-        return [ip for ip in ips if (":" in ip) == (family == 6)]
+    six = family == 6
 
-    def set_name(name: str) -> str:
-        return ipsets.for_family(name, family)
+    def ours(ips: tuple[str, ...]) -> list[str] | tuple[str, ...]:
+        return [ip for ip in ips if (":" in ip) is six] if ips else ips
 
+    names = _SET_NAMES[family]
     node_ips = tuple(ours(opts.node_ips))
     for sp in ports:
         eps = endpoints_for(sp, slices, opts.hostname)
@@ -355,28 +356,32 @@ def _family_state(ports: tuple[ServicePort, ...], slices: list[SliceInfo], opts:
         for ip in ours(sp.cluster_ips):
             serve(ip, sp.port, cluster_reals)
             addresses.add(ip)
-            entries.add((set_name(ipsets.CLUSTER_IP), _new(IPSetEntry, (ip, proto, sp.port, None))))
+            entries.add((names[ipsets.CLUSTER_IP], _new(IPSetEntry, (ip, proto, sp.port, None))))
         for ip in ours(sp.external_ips):
             serve(ip, sp.port, external_reals)
             addresses.add(ip)
             name = ipsets.EXTERNAL_IP_LOCAL if sp.external_local else ipsets.EXTERNAL_IP
-            entries.add((set_name(name), IPSetEntry(ip, proto, sp.port)))
+            entries.add((names[name], IPSetEntry(ip, proto, sp.port)))
         for ip in ours(sp.load_balancer_ips):
             serve(ip, sp.port, external_reals)
             addresses.add(ip)
-            entries.add((set_name(ipsets.LOAD_BALANCER), IPSetEntry(ip, proto, sp.port)))
+            entries.add((names[ipsets.LOAD_BALANCER], IPSetEntry(ip, proto, sp.port)))
             if sp.external_local:
-                entries.add((set_name(ipsets.LOAD_BALANCER_LOCAL), IPSetEntry(ip, proto, sp.port)))
+                entries.add((names[ipsets.LOAD_BALANCER_LOCAL], IPSetEntry(ip, proto, sp.port)))
         if sp.node_port:
             for ip in node_ips:
                 serve(ip, sp.node_port, external_reals)
-            entries.update((set_name(n), e) for n, e in _node_port_entries(sp, node_ips))
+            entries.update((names[n], e) for n, e in _node_port_entries(sp, node_ips))
         local = [e for e in cluster_eps if e.local]
         if external_eps is not cluster_eps:
             local += [e for e in external_eps if e.local]
         for e in local:
             # hairpin: an endpoint reaching itself through the service
-            entries.add((set_name(ipsets.LOOP_BACK), IPSetEntry(e.address, proto, e.port, e.address)))
+            entries.add((names[ipsets.LOOP_BACK], IPSetEntry(e.address, proto, e.port, e.address)))
+
+
+#: Each set's name for each family, looked up once per member rather than computed.
+_SET_NAMES = {family: {name: ipsets.for_family(name, family) for name in ipsets.NAMES} for family in (4, 6)}
 
 
 def _node_port_entries(sp: ServicePort, node_ips: tuple[str, ...]) -> set[tuple[str, IPSetEntry]]:
