@@ -155,6 +155,11 @@ def test_ipvsview_table():
     text = format_table(k)
     assert "TCP  10.96.0.10:80 rr persistent 60" in text
     assert "  -> 10.1.0.1:8080" in text and "Masq    1      3          4" in text
+    vs6 = VirtualServer("UDP", "fd00:96::10", 53)
+    k.add_virtual_server(vs6)
+    k.add_real_server(vs6, RealServer("fd00:244::1", 5353))
+    text = format_table(k)
+    assert "UDP  [fd00:96::10]:53 rr" in text and "  -> [fd00:244::1]:5353" in text
     with pytest.raises(SystemExit) as exc:
         render(FakeKernel(ipvs=False))
     assert "ip_vs" in str(exc.value)
