@@ -143,7 +143,7 @@ def make_ip6tables(args: argparse.Namespace):
         return None
     if args.dry_run:
         from .dryrun import DryRunKernel
-        return DryRunKernel()
+        return DryRunKernel(label="dry-run ip6tables")
     if not args.dual_stack and shutil.which("ip6tables-restore") is None:
         return None
     from .kernel_linux import LinuxKernel

@@ -213,3 +213,12 @@ def test_dual_stack_flag_serves_ipv6_and_cleanup_removes_it(tmp_path, capsys):
     # the flag without an ip6tables door is one clear line, not a traceback
     assert run(args("--source", str(tmp_path), "--hostname", "n", "--once", "--dual-stack"), kernel=kernel) == 1
     assert "--dual-stack needs ip6tables" in capsys.readouterr().err
+
+
+def test_dry_run_dual_stack_says_which_rules_are_ip6tables(tmp_path, capsys):
+    svc = service("web", "fd00:96::10")
+    write(tmp_path / "a.yaml", svc)
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--dry-run", "--once", "--dual-stack")) == 0
+    out = capsys.readouterr().out
+    assert "dry-run: add_address kube-ipvs0 fd00:96::10" in out
+    assert "dry-run ip6tables: restore_iptables" in out and "KUBE-6-CLUSTER-IP" in out
