@@ -338,13 +338,19 @@ def _dual_service():
     return svc, endpoint_slice("web", ["10.1.0.1"]), six
 
 
-def test_dual_stack_serves_both_families_and_removes_them():
-    rig = _dual_rig()
-    svc, four, six = _dual_service()
+def _synced(rig, *objects):
+    """``rig`` after one sync of the Service and the given slices of it."""
+    svc, *slices = objects
     rig.proxier.on_service(None, svc)
-    rig.proxier.on_slice(None, four)
-    rig.proxier.on_slice(None, six)
+    for sl in slices:
+        rig.proxier.on_slice(None, sl)
     rig.sync()
+    return rig
+
+
+def test_dual_stack_serves_both_families_and_removes_them():
+    svc, four, six = _dual_service()
+    rig = _synced(_dual_rig(), svc, four, six)
     cip6, np6 = VirtualServer("TCP", "fd00:96::10", 80), VirtualServer("TCP", "fd00:1::10", 30080)
     assert rig.reals() == {("10.1.0.1", 8080): 1}
     assert rig.reals(cip6) == {("fd00:244::1", 8080): 1, ("fd00:244::2", 8080): 1}
@@ -371,11 +377,8 @@ def test_dual_stack_serves_both_families_and_removes_them():
 
 
 def test_dual_stack_cleanup_removes_both_families():
-    rig = _dual_rig()
     svc, four, six = _dual_service()
-    rig.proxier.on_service(None, svc)
-    rig.proxier.on_slice(None, six)
-    rig.sync()
+    rig = _synced(_dual_rig(), svc, six)
     assert rig.proxier.cleanup() == []
     assert rig.fake.virtual == {} and DUMMY_LINK not in rig.fake.links
     assert not any(n.startswith("KUBE-") for n in rig.fake.ipsets)
@@ -385,11 +388,8 @@ def test_dual_stack_cleanup_removes_both_families():
 
 
 def test_dual_stack_full_sync_repairs_ipv6_drift():
-    rig = _dual_rig()
     svc, four, six = _dual_service()
-    rig.proxier.on_service(None, svc)
-    rig.proxier.on_slice(None, six)
-    rig.sync()
+    rig = _synced(_dual_rig(), svc, six)
     rig.fake.delete_virtual_server(VirtualServer("TCP", "fd00:96::10", 80))
     rig.fake.delete_ipset_entry("KUBE-6-CLUSTER-IP", IPSetEntry("fd00:96::10", "tcp", 80))
     rig.clock.advance(31)
@@ -399,12 +399,7 @@ def test_dual_stack_full_sync_repairs_ipv6_drift():
 
 
 def test_ipv4_only_proxier_leaves_ipv6_alone():
-    rig = Rig()
-    svc, four, six = _dual_service()
-    rig.proxier.on_service(None, svc)
-    rig.proxier.on_slice(None, four)
-    rig.proxier.on_slice(None, six)
-    rig.sync()
+    rig = _synced(Rig(), *_dual_service())
     assert {v.address for v in rig.fake.virtual.values()} == {"10.96.0.10", "192.168.1.10"}
     assert not any(n.startswith("KUBE-6-") for n in rig.fake.ipsets)
     with pytest.raises(ValueError):
