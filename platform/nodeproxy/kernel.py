@@ -469,7 +469,8 @@ class Addresses(Protocol):
         ...
 
     def list_addresses(self, link: str) -> set[str]:
-        """IPv4 addresses (no prefix length) on ``link``. Raises :class:`NotFound`."""
+        """Addresses (no prefix length) on ``link``: IPv4 ones and IPv6 ones of
+        scope global (not the link's own fe80::). Raises :class:`NotFound`."""
         ...
 
 

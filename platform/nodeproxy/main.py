@@ -26,6 +26,7 @@ import argparse
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -36,7 +37,7 @@ from platformd.common.runner import BoundedFrequencyRunner
 
 from . import sysctls
 from .health import HTTPEndpoint, ProxierHealth
-from .kernel import SCHEDULERS, IPVSUnavailable, Kernel, KernelError
+from .kernel import SCHEDULERS, Firewall, IPVSUnavailable, Kernel, KernelError
 from .cleanup import remove_everything
 from .proxier import Proxier, ProxierOptions
 
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-cidr", default="",
                    help="pod CIDR(s), comma-separated for dual-stack; cluster-IP traffic from outside is masqueraded")
     p.add_argument("--masquerade-all", action="store_true", help="masquerade all traffic to cluster IPs")
+    p.add_argument("--dual-stack", action="store_true",
+                   help="IPVS mode: serve the IPv6 half of Services too (IPv6 virtual servers, KUBE-6- ipsets, "
+                        "ip6tables); the nftables mode always serves both families")
     p.add_argument("--scheduler", default="rr", choices=SCHEDULERS, help="IPVS scheduler (default rr; IPVS mode only)")
     p.add_argument("--min-sync-period", type=duration, default=1.0, help="minimum gap between syncs (1s)")
     p.add_argument("--sync-period", type=duration, default=30.0, help="full reconcile period (30s)")
@@ -115,7 +119,8 @@ def options_from(args: argparse.Namespace) -> ProxierOptions:
         masquerade_all=args.masquerade_all, cluster_cidr=args.cluster_cidr,
         sync_period=args.sync_period, strict_arp=args.strict_arp,
         tcp_timeout=int(args.tcp_timeout), tcp_fin_timeout=int(args.tcp_fin_timeout),
-        udp_timeout=int(args.udp_timeout), graceful_timeout=args.graceful_termination_timeout)
+        udp_timeout=int(args.udp_timeout), graceful_timeout=args.graceful_termination_timeout,
+        ipv6=args.dual_stack)
 
 
 def make_kernel(args: argparse.Namespace):
@@ -128,6 +133,21 @@ def make_kernel(args: argparse.Namespace):
         return DryRunKernel()
     from .kernel_linux import LinuxKernel
     return LinuxKernel()
+
+
+def make_ip6tables(args: argparse.Namespace):
+    """The :class:`~.kernel.Firewall` the IPVS mode's IPv6 rules go through
+    (its tool is ip6tables): with ``--dual-stack``, and for ``--cleanup`` wherever
+    ip6tables is installed (an earlier dual-stack run may have left chains)."""
+    if args.proxy_mode != "ipvs" or not (args.dual_stack or args.cleanup):
+        return None
+    if args.dry_run:
+        from .dryrun import DryRunKernel
+        return DryRunKernel(label="dry-run ip6tables").firewall
+    if not args.dual_stack and shutil.which("ip6tables-restore") is None:
+        return None
+    from .kernel_firewall import LinuxFirewall
+    return LinuxFirewall(iptables="ip6tables")
 
 
 def make_source(args: argparse.Namespace):
@@ -166,14 +186,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, kernel: Kernel | None = None, stop: threading.Event | None = None,
-        clock=REAL_CLOCK) -> int:
-    """Run the node proxy until ``stop`` is set (or a signal). Returns the exit status."""
-    kernel = kernel or make_kernel(args)
+        clock=REAL_CLOCK, ip6tables: Firewall | None = None) -> int:
+    """Run the node proxy until ``stop`` is set (or a signal). Returns the exit status.
+    ``ip6tables`` is made from the flags only when ``kernel`` is too."""
+    if kernel is None:
+        kernel, ip6tables = make_kernel(args), ip6tables or make_ip6tables(args)
     stop = stop or threading.Event()
     try:
-        return _run(args, kernel, stop, clock)
+        return _run(args, kernel, stop, clock, ip6tables)
     finally:
-        kernel.close()
+        kernel.close()  # the ip6tables firewall runs tools: nothing to close
 
 
 def _fail(message: str) -> int:
@@ -181,12 +203,12 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _run(args, kernel, stop: threading.Event, clock) -> int:
+def _run(args, kernel, stop: threading.Event, clock, ip6tables: Firewall | None = None) -> int:
     opts = options_from(args)
     if args.proxy_mode == "nftables":
         return _run_nftables(args, kernel, opts, stop, clock)
     if args.cleanup:
-        failures = remove_everything(kernel, opts.node_ips)
+        failures = remove_everything(kernel, opts.node_ips, ip6tables)
         for f in failures:
             print(f"nodeproxy: cleanup: {f}", file=sys.stderr)
         return 1 if failures else 0
@@ -197,7 +219,9 @@ def _run(args, kernel, stop: threading.Event, clock) -> int:
     except KernelError as err:
         return _fail(f"kernel check failed: {err}")
 
-    proxier = Proxier(kernel, opts, clock)
+    if opts.ipv6 and ip6tables is None:
+        return _fail("--dual-stack needs ip6tables")
+    proxier = Proxier(kernel, opts, clock, ip6tables=ip6tables)
     failures = proxier.setup_sysctls()
     if failures:
         for failure in failures[:-1]:
