@@ -102,7 +102,7 @@ class ProxierOptions:
     tcp_fin_timeout: int = 0
     udp_timeout: int = 0
     graceful_timeout: float = DEFAULT_TIMEOUT
-    ipv6: bool = False  # dual-stack: IPv6 virtual servers too (needs the ip6tables kernel)
+    ipv6: bool = False  # dual-stack: serve IPv6 too (IPVS mode: needs the ip6tables firewall)
 
 
 @dataclass
@@ -142,6 +142,10 @@ class Proxier:
     the work.
     """
 
+    #: The IPVS mode's IPv6 rules go through ip6tables; a subclass whose
+    #: kernel door serves both families itself says False.
+    _IPV6_NEEDS_IP6TABLES = True
+
     def __init__(self, kernel: Kernel, opts: ProxierOptions, clock: Clock = REAL_CLOCK,
                  metrics: Metrics | None = None, health: ProxierHealth | None = None,
                  ip6tables: Firewall | None = None) -> None:
@@ -149,7 +153,7 @@ class Proxier:
         ip6tables, e.g. ``LinuxFirewall(iptables="ip6tables")``); required
         with ``opts.ipv6``, which serves the IPv6 half of the Services the
         way kube-proxy's second, IPv6 IPVS proxier does."""
-        if opts.ipv6 and ip6tables is None:
+        if opts.ipv6 and ip6tables is None and self._IPV6_NEEDS_IP6TABLES:
             raise ValueError("dual-stack IPVS needs an ip6tables firewall")
         self.kernel = kernel
         self.ip6tables = ip6tables if opts.ipv6 else None

@@ -10,7 +10,7 @@ from platformd.common.clock import FakeClock
 from platformd.nodeproxy.dryrun import DryRunKernel
 from platformd.nodeproxy.fakekernel import FakeKernel
 from platformd.nodeproxy.health import HTTPEndpoint, ProxierHealth, node_eligible
-from platformd.nodeproxy.main import build_parser, duration, make_kernel, run
+from platformd.nodeproxy.main import build_parser, duration, make_kernel, run, wants_dual_stack
 from platformd.nodeproxy.metrics import Metrics
 
 from .objects import endpoint_slice, service
@@ -212,7 +212,7 @@ def test_dual_stack_flag_serves_ipv6_and_cleanup_removes_it(tmp_path, capsys):
     assert not any(c.startswith("KUBE-") for t in six_rules.iptables.values() for c in t)
     # the flag without an ip6tables door is one clear line, not a traceback
     assert run(args("--source", str(tmp_path), "--hostname", "n", "--once", "--dual-stack"), kernel=kernel) == 1
-    assert "--dual-stack needs ip6tables" in capsys.readouterr().err
+    assert "--dual-stack=true needs ip6tables" in capsys.readouterr().err
 
 
 def test_dry_run_dual_stack_says_which_rules_are_ip6tables(tmp_path, capsys):
@@ -222,3 +222,42 @@ def test_dry_run_dual_stack_says_which_rules_are_ip6tables(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "dry-run: add_address kube-ipvs0 fd00:96::10" in out
     assert "dry-run ip6tables: restore_iptables" in out and "KUBE-6-CLUSTER-IP" in out
+
+
+@pytest.mark.parametrize("choice, node_ips, ipv6, mode, expected", [
+    ("auto", ["192.168.1.10", "fd00:1::10"], True, "ipvs", True),       # node IPs of both families
+    ("auto", ["192.168.1.10"], True, "ipvs", False),                    # single-stack node: unchanged
+    ("auto", ["fd00:1::10", "192.168.1.10"], False, "ipvs", False),     # no ip6tables / no IPv6 in the kernel
+    ("auto", [], True, "ipvs", False),                                  # IPVS without --node-ip: IPv4, as before
+    ("auto", [], True, "nftables", True),                               # nftables without --node-ip: both, as before
+    ("auto", ["192.168.1.10"], True, "nftables", False),
+    ("true", ["192.168.1.10"], False, "ipvs", True),                    # as given (and refused later without ip6tables)
+    ("false", ["192.168.1.10", "fd00:1::10"], True, "nftables", False),
+])
+def test_dual_stack_auto_decides_from_the_node(choice, node_ips, ipv6, mode, expected):
+    assert wants_dual_stack(choice, node_ips, ipv6, mode) is expected
+
+
+def test_dual_stack_flag_forms_and_node_ip_lists():
+    assert args().dual_stack == "auto"
+    assert args("--dual-stack").dual_stack == "true"
+    assert args("--dual-stack=false").dual_stack == "false"
+    # the downward API's status.hostIPs is a comma-separated list
+    a = args("--node-ip", "192.168.1.10,FD00:1::10", "--node-ip", "10.0.0.1")
+    assert a.node_ip == ["192.168.1.10", "fd00:1::10", "10.0.0.1"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--node-ip", "192.168.1.10,nope"])
+
+
+def test_auto_serves_both_families_when_the_node_ips_have_both(tmp_path):
+    svc = service("web", "10.96.0.10")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    write(tmp_path / "a.yaml", svc)
+    base = ("--source", str(tmp_path), "--hostname", "n", "--once")
+    kernel = FakeKernel()
+    assert run(args(*base, "--node-ip", "192.168.1.10,fd00:1::10"), kernel=kernel, ip6tables=FakeKernel().firewall) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10", "fd00:96::10"}
+    kernel = FakeKernel()
+    assert run(args(*base, "--node-ip", "192.168.1.10"), kernel=kernel, ip6tables=FakeKernel().firewall) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10"}  # an IPv4 node stays single-stack
+
