@@ -29,6 +29,7 @@ lb       10.96.0.90, fd00:96::90      80/TCP, LoadBalancer 192.0.2.90 and       
 from __future__ import annotations
 
 import collections
+import functools
 import socket
 import threading
 import time
@@ -38,6 +39,8 @@ import pytest
 from platformd.nodeproxy.main import build_parser, run
 from platformd.nodeproxy.nftkernel import NftCli
 from platformd.nodeproxy.nftnetlink import NftNetlink
+
+from tests.helpers.waiting import wait_for
 
 from . import netns
 from .netns import sh
@@ -51,18 +54,7 @@ WAIT = 20.0
 TABLE = ("inet", "platform-nodeproxy")
 
 
-def eventually(check, timeout: float = WAIT, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (AssertionError, OSError) as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"not true within {timeout}s: {check.__doc__ or check} (last error: {last})")
+eventually = functools.partial(wait_for, timeout=WAIT, interval=0.1, ignore=(AssertionError, OSError))
 
 
 HTTP = {"name": "http", "port": 80, "protocol": "TCP", "targetPort": TCP_PORT}
