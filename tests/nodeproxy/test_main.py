@@ -222,6 +222,8 @@ def test_dry_run_dual_stack_says_which_rules_are_ip6tables(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "dry-run: add_address kube-ipvs0 fd00:96::10" in out
     assert "dry-run ip6tables: restore_iptables" in out and "KUBE-6-CLUSTER-IP" in out
+    # IPv6 virtual servers bracketed, as ipvsadm writes them
+    assert "dry-run: add_virtual_server tcp:[fd00:96::10]:80 scheduler=rr" in out
 
 
 @pytest.mark.parametrize("choice, node_ips, ipv6, mode, expected", [
@@ -261,3 +263,9 @@ def test_auto_serves_both_families_when_the_node_ips_have_both(tmp_path):
     assert run(args(*base, "--node-ip", "192.168.1.10"), kernel=kernel, ip6tables=FakeKernel().firewall) == 0
     assert {k[1] for k in kernel.virtual} == {"10.96.0.10"}  # an IPv4 node stays single-stack
 
+
+def test_virtual_and_real_servers_print_ipv6_in_brackets():
+    from platformd.nodeproxy.kernel import RealServer, VirtualServer
+    assert str(VirtualServer("TCP", "fd00::1", 80)) == "tcp:[fd00::1]:80"
+    assert str(RealServer("fd00:244::5", 8080)) == "[fd00:244::5]:8080"
+    assert str(VirtualServer("UDP", "10.96.0.10", 53)) == "udp:10.96.0.10:53"
