@@ -15,7 +15,7 @@ six        fd00:96::20                80/TCP, 53/UDP                    a, b, c
 from __future__ import annotations
 
 import collections
-import threading
+import contextlib
 
 import pytest
 
@@ -25,6 +25,7 @@ from platformd.nodeproxy.main import build_parser, run
 
 from . import netns
 from .netns import sh
+from .proxyrun import RunningProxy
 from .test_host_nft_e2e import Cluster  # the dual-stack Service and EndpointSlice builder
 from .test_proxy_e2e import DNS, DNS_EP, HTTP, HTTP_EP, eventually, real_servers
 from .topology import NODE_IP, NODE_IP6, TCP_PORT, UDP_PORT, Topology
@@ -65,28 +66,15 @@ def cluster(tmp_path_factory):
             "--cluster-cidr", "10.244.0.0/16,fd00:244::/32",
             "--min-sync-period", "0.2", "--sync-period", "4",
             "--healthz-bind-address", "", "--metrics-bind-address", ""])
-        stop = threading.Event()
-        outcome = {}
-        proxy = threading.Thread(
-            target=lambda: outcome.setdefault(
-                "status", run(args, LinuxKernel(), stop, ip6tables=LinuxFirewall(iptables="ip6tables"))),
-            name="nodeproxy6", daemon=True)
-        proxy.start()
-
-        def stop_proxy():
-            stop.set()
-            proxy.join(20)
-            assert not proxy.is_alive(), "the node proxy did not stop"
-            assert outcome.get("status") == 0, f"the node proxy exited with {outcome.get('status')}"
-
-        c.stop_proxy = stop_proxy  # for the cleanup test, the last one
+        proxy = RunningProxy(args, LinuxKernel(), "nodeproxy6", ip6tables=LinuxFirewall(iptables="ip6tables"))
+        c.stop_proxy = proxy.stop  # for the cleanup test, the last one
         try:
             wanted = ("[fd00:96::10]:80", "10.96.1.10:80", f"[{NODE_IP6}]:30090", "[fd00:96::20]:53")
             eventually(lambda: all(vs in sh("ipvsadm", "-Ln") for vs in wanted), timeout=180, interval=2)
             yield c
         finally:
-            stop.set()
-            proxy.join(20)
+            with contextlib.suppress(AssertionError):  # stopped (and checked) by the cleanup test already
+                proxy.stop()
             api.stop()
             topo.close()
 
