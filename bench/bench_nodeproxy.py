@@ -246,7 +246,7 @@ def bench_nft_size(kind: str, n: int) -> dict:
         kernel = NftNetlink()
         kernel.probe()
         kernel.delete_table()  # a previous size's table
-    proxier = NftProxier(kernel, ProxierOptions(hostname="bench-node", node_ips=("192.168.0.1",),
+    proxier = NftProxier(kernel, ProxierOptions(hostname="bench-node", ipv6=True, node_ips=("192.168.0.1",),
                                                 cluster_cidr="10.0.0.0/8", sync_period=3600))
     try:
         t0 = time.perf_counter()

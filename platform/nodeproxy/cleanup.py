@@ -2,8 +2,9 @@
 
 Works from what the kernel shows, so it also cleans up after a crashed or
 older run: virtual servers on kube-ipvs0's addresses or on the node IPs (node
-ports), the dummy link, our iptables jumps and chains, and our ipsets, in
-that order (an ipset cannot be destroyed while a rule still matches it).
+ports), the dummy link, our iptables jumps and chains (ip6tables too when
+given), and our ipsets of both families, in that order (an ipset cannot be
+destroyed while a rule still matches it).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 from typing import Callable
 
 from . import ipsets, iptables
-from .kernel import DUMMY_LINK, DeleteVirtualServer, Kernel, KernelError, NotFound
+from .kernel import DUMMY_LINK, DeleteVirtualServer, Firewall, Kernel, KernelError, NotFound
 
 
-def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[str]:
+def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = (), ip6tables: Firewall | None = None) -> list[str]:
     """Delete our virtual servers (those on kube-ipvs0's addresses or the node
-    IPs), the dummy link, our iptables chains and jumps, and our ipsets.
-    Keeps going after a failure; returns one message per failure."""
+    IPs, both families), the dummy link, our iptables chains and jumps (and
+    ip6tables ones through ``ip6tables``, a firewall whose tool is ip6tables),
+    and our ipsets. Keeps going after a failure; returns one message per failure."""
     failures: list[str] = []
 
     def attempt(what: str, fn: Callable, *args) -> object:
@@ -37,9 +39,13 @@ def remove_everything(kernel: Kernel, node_ips: tuple[str, ...] = ()) -> list[st
         if error is not None and not isinstance(error, NotFound):
             failures.append(f"delete virtual server {op.vs}: {error}")
     attempt(f"delete link {DUMMY_LINK}", kernel.addresses.delete_link, DUMMY_LINK)
-    for jump in iptables.JUMPS:
-        attempt(f"delete jump to {jump.rule[-1]}", kernel.firewall.delete_iptables_rule, jump.table, jump.chain, jump.rule)
-    attempt("delete iptables chains", kernel.firewall.restore_iptables, iptables.render_cleanup())
-    for name in ipsets.NAMES:
+    for tool, rules in (("iptables", kernel.firewall), ("ip6tables", ip6tables)):
+        if rules is None:
+            continue
+        for jump in iptables.JUMPS:
+            attempt(f"delete {tool} jump to {jump.rule[-1]}", rules.delete_iptables_rule,
+                    jump.table, jump.chain, jump.rule)
+        attempt(f"delete {tool} chains", rules.restore_iptables, iptables.render_cleanup())
+    for name in ipsets.NAMES + ipsets.NAMES6:
         attempt(f"destroy ipset {name}", kernel.ipset.destroy_ipset, name)
     return failures

@@ -63,8 +63,10 @@ class DryRunKernel:
     def sysctl(self) -> "DryRunKernel":
         return self
 
-    def __init__(self, out: TextIO | None = None, model: FakeKernel | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, model: FakeKernel | None = None, label: str = "dry-run") -> None:
+        """``label`` starts each line (the IPv6 rules' kernel says ``dry-run ip6tables``)."""
         self.out = out or sys.stdout
+        self.label = label
         self.model = model or FakeKernel()
         # The kernel interface lets the dummy link's addresses be applied on
         # a thread of their own: a batch's lines stay together.
@@ -104,7 +106,7 @@ class DryRunKernel:
             brief = name.endswith("_real_server") or name.startswith("delete_")
             parts = [_fmt(a, brief) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
             with self._lock:
-                print(f"dry-run: {name} {' '.join(parts)}".rstrip(), file=self.out, flush=True)
+                print(f"{self.label}: {name} {' '.join(parts)}".rstrip(), file=self.out, flush=True)
                 return target(*args, **kwargs)
 
         return printed

@@ -45,6 +45,7 @@ DEFAULT_SYSCTLS = {
     "net/ipv4/vs/expire_nodest_conn": "0",
     "net/ipv4/vs/expire_quiescent_template": "0",
     "net/ipv4/ip_forward": "0",
+    "net/ipv6/conf/all/forwarding": "0",
     "net/ipv4/conf/all/arp_ignore": "0",
     "net/ipv4/conf/all/arp_announce": "0",
     "net/bridge/bridge-nf-call-iptables": "1",
@@ -308,6 +309,9 @@ class FakeKernel:
             members = self._set(name)
             if entry in members:
                 raise Exists(f"{entry} is already in {name}")
+            if entry.ip is not None and (":" in entry.ip) != (self.ipsets[name][0].family == "inet6"):
+                # the kernel refuses an address of the other family (IPSET_ERR_IPADDR_IPV4/6)
+                raise KernelError(f"{entry.ip} is not of the family of ipset {name}")
             members.add(entry)
 
     def delete_ipset_entry(self, name: str, entry: IPSetEntry) -> None:

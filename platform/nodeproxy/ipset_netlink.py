@@ -18,8 +18,8 @@ Numbers, from ``include/uapi/linux/netfilter/ipset/ip_set.h`` and
   CREATE needs TYPENAME, REVISION and FAMILY; the revision is one the kernel
   supports for that type, which TYPE answers (REVISION: the highest).
   ``bitmap:port`` needs its range in DATA: PORT 4 and PORT_TO 5 (be16).
-* member (DATA) attributes: IP 1 (nested: IPADDR_IPV4 1, with
-  NLA_F_NET_BYTEORDER), CIDR 3 (u8), PORT 4 (be16, NLA_F_NET_BYTEORDER required),
+* member (DATA) attributes: IP 1 (nested: IPADDR_IPV4 1 or IPADDR_IPV6 2, with
+  NLA_F_NET_BYTEORDER; a set of family inet6 takes only the latter), CIDR 3 (u8), PORT 4 (be16, NLA_F_NET_BYTEORDER required),
   PROTO 7 (u8), IP2 20 (nested like IP), CIDR2 21 (u8).
 * errors: a member already present (ADD) or missing (DEL) is
   IPSET_ERR_EXIST 4103 -- only when the request carries ``NLM_F_EXCL``;
@@ -43,7 +43,7 @@ PROTOCOL = 6
 ATTR_PROTOCOL, ATTR_SETNAME, ATTR_TYPENAME, ATTR_REVISION, ATTR_FAMILY = 1, 2, 3, 4, 5
 ATTR_DATA, ATTR_ADT = 7, 8
 ATTR_IP, ATTR_CIDR, ATTR_PORT, ATTR_PORT_TO, ATTR_PROTO, ATTR_IP2, ATTR_CIDR2 = 1, 3, 4, 5, 7, 20, 21
-ATTR_IPADDR_IPV4 = 1
+ATTR_IPADDR_IPV4, ATTR_IPADDR_IPV6 = 1, 2
 
 ERR_EXIST = 4103
 
@@ -59,6 +59,8 @@ def _header(family: int = socket.AF_INET) -> bytes:
 
 
 def _ip(kind: int, address: str) -> bytes:
+    if ":" in address:
+        return nested(kind, attr(ATTR_IPADDR_IPV6 | NLA_F_NET_BYTEORDER, socket.inet_pton(socket.AF_INET6, address)))
     return nested(kind, attr(ATTR_IPADDR_IPV4 | NLA_F_NET_BYTEORDER, socket.inet_aton(address)))
 
 
@@ -77,7 +79,7 @@ def member(set_type: str, entry: IPSetEntry) -> bytes:
 
     Raises ValueError for a type the node proxy does not use.
     """
-    if set_type == "hash:ip,port" and "/" not in entry.ip:
+    if set_type == "hash:ip,port" and "/" not in entry.ip and ":" not in entry.ip:
         return _IP_PORT.pack(32, ATTR_DATA | NLA_F_NESTED, 12, ATTR_IP | NLA_F_NESTED,
                              8, ATTR_IPADDR_IPV4 | NLA_F_NET_BYTEORDER, socket.inet_aton(entry.ip),
                              6, ATTR_PORT | NLA_F_NET_BYTEORDER, entry.port.to_bytes(2, "big"),
@@ -87,7 +89,7 @@ def member(set_type: str, entry: IPSetEntry) -> bytes:
     kinds = set_type.split(":", 1)[1].split(",")
     parts = [_ip(ATTR_IP, entry.ip.split("/")[0])]
     if kinds[0] == "net":
-        parts.append(u8(ATTR_CIDR, int(entry.ip.split("/")[1]) if "/" in entry.ip else 32))
+        parts.append(u8(ATTR_CIDR, int(entry.ip.split("/")[1]) if "/" in entry.ip else _host_prefix(entry.ip)))
     if len(kinds) >= 2:
         if kinds[1] != "port":
             raise ValueError(f"set type {set_type} is not supported")
@@ -96,10 +98,14 @@ def member(set_type: str, entry: IPSetEntry) -> bytes:
         address, _, cidr = (entry.ip2 or "").partition("/")
         parts.append(_ip(ATTR_IP2, address))
         if kinds[2] == "net":
-            parts.append(u8(ATTR_CIDR2, int(cidr) if cidr else 32))
+            parts.append(u8(ATTR_CIDR2, int(cidr) if cidr else _host_prefix(address)))
     if len(kinds) > 3 or kinds[0] not in ("ip", "net"):
         raise ValueError(f"set type {set_type} is not supported")
     return nested(ATTR_DATA, *parts)
+
+
+def _host_prefix(address: str) -> int:
+    return 128 if ":" in address else 32
 
 
 def change(cmd: int, name: str, set_type: str, entry: IPSetEntry) -> bytes:
@@ -161,13 +167,16 @@ def parse_list(bodies: list[memoryview]) -> tuple[str | None, set[IPSetEntry]]:
 
 
 def _address(nest: memoryview) -> str:
-    return socket.inet_ntoa(bytes(parse_attrs(nest)[ATTR_IPADDR_IPV4][:4]))
+    a = parse_attrs(nest)
+    if ATTR_IPADDR_IPV6 in a:
+        return socket.inet_ntop(socket.AF_INET6, bytes(a[ATTR_IPADDR_IPV6][:16]))
+    return socket.inet_ntoa(bytes(a[ATTR_IPADDR_IPV4][:4]))
 
 
 def _entry(a: dict) -> IPSetEntry:
     ip = _address(a[ATTR_IP]) if ATTR_IP in a else None
     port = struct.unpack_from("!H", a[ATTR_PORT])[0] if ATTR_PORT in a else None
-    if ip is not None and ATTR_CIDR in a and a[ATTR_CIDR][0] != 32:
+    if ip is not None and ATTR_CIDR in a and a[ATTR_CIDR][0] != _host_prefix(ip):
         ip = f"{ip}/{a[ATTR_CIDR][0]}"
     protocol = None
     if ip is not None and port is not None:

@@ -2,6 +2,10 @@
 
 The iptables rules (``iptables.py``) match these sets, so the rules never
 change when Services do: adding a Service adds set members, not rules.
+
+An ipset holds one address family. IPv6 has its own copy of every set, of
+family ``inet6``, named as kube-proxy names them: ``KUBE-`` becomes ``KUBE-6-``
+(``KUBE-6-CLUSTER-IP``), matched by the ip6tables rules.
 """
 
 from __future__ import annotations
@@ -37,6 +41,22 @@ SPECS: tuple[IPSetSpec, ...] = (
 )
 
 NAMES = tuple(s.name for s in SPECS)
+
+# The kernel takes 31 characters of a set name; kube-proxy cuts the longer
+# IPv6 names there (KUBE-6-NODE-PORT-LOCAL-SCTP-HAS), and so do we.
+MAX_NAME = 31
+SPECS6: tuple[IPSetSpec, ...] = tuple(
+    IPSetSpec(f"KUBE-6-{s.name.removeprefix('KUBE-')}"[:MAX_NAME], s.set_type, s.comment, "inet6", s.port_range)
+    for s in SPECS)
+
+NAMES6 = tuple(s.name for s in SPECS6)
+
+_V6_NAME = dict(zip(NAMES, NAMES6))
+
+
+def for_family(name: str, family: int) -> str:
+    """Set ``name`` (one of :data:`NAMES`) for addresses of ``family`` (4 or 6)."""
+    return _V6_NAME[name] if family == 6 else name
 
 
 def node_port_set(protocol: str, local: bool) -> str:

@@ -22,15 +22,20 @@ IPVS_CMD_SET_CONFIG             12
 TIMEOUT_TCP_FIN 5, TIMEOUT_UDP 6 (u32 seconds).
 
 ``IPVS_SVC_ATTR_``: AF 1 (u16), PROTOCOL 2 (u16), ADDR 3 (binary, up to 16
-bytes of ``union nf_inet_addr``; 4 for IPv4), PORT 4 (be16), FWMARK 5 (u32),
-SCHED_NAME 6 (NUL-terminated), FLAGS 7 (``struct ip_vs_flags``: u32 flags,
-u32 mask), TIMEOUT 8 (u32 seconds), NETMASK 9 (be32). NEW/SET need the
-"full" set: SCHED_NAME, FLAGS, TIMEOUT and NETMASK, else EINVAL.
+bytes of ``union nf_inet_addr``; 4 for IPv4, 16 for IPv6), PORT 4 (be16),
+FWMARK 5 (u32), SCHED_NAME 6 (NUL-terminated), FLAGS 7 (``struct ip_vs_flags``:
+u32 flags, u32 mask), TIMEOUT 8 (u32 seconds), NETMASK 9 (be32; for IPv6 the
+kernel reads it as a prefix length in host order, 1..128, else EINVAL). NEW/SET
+need the "full" set: SCHED_NAME, FLAGS, TIMEOUT and NETMASK, else EINVAL.
 
 ``IPVS_DEST_ATTR_``: ADDR 1 (binary), PORT 2 (be16), FWD_METHOD 3 (u32;
 0 = masquerade), WEIGHT 4 (u32), U_THRESH 5, L_THRESH 6 (u32), ACTIVE_CONNS 7,
-INACT_CONNS 8 (u32), ADDR_FAMILY 11 (u16). NEW/SET need FWD_METHOD, WEIGHT,
-U_THRESH and L_THRESH.
+INACT_CONNS 8 (u32), ADDR_FAMILY 11 (u16; when absent the service's family).
+NEW/SET need FWD_METHOD, WEIGHT, U_THRESH and L_THRESH. Answers carry ADDR as
+the whole 16-byte union and ADDR_FAMILY, so a dest is read without its service.
+
+IPv6 services and dests are the same messages with AF_INET6 and 16-byte
+addresses (the IPVS mode's dual-stack half, as kube-proxy's IPVS mode does it).
 
 Kernel answers worth knowing: a missing service is ESRCH for SET/DEL
 service and for any DEST command, a missing dest is ENOENT, an existing one
@@ -75,6 +80,7 @@ SVC_SCHED_NAME, SVC_FLAGS, SVC_TIMEOUT, SVC_NETMASK = 6, 7, 8, 9
 
 DEST_ADDR, DEST_PORT, DEST_FWD_METHOD, DEST_WEIGHT = 1, 2, 3, 4
 DEST_U_THRESH, DEST_L_THRESH, DEST_ACTIVE_CONNS, DEST_INACT_CONNS = 5, 6, 7, 8
+DEST_ADDR_FAMILY = 11
 
 SVC_F_PERSISTENT = 0x0001
 SVC_F_HASHED = 0x0002  # set by the kernel on every service; never ours to compare
@@ -95,18 +101,23 @@ def service(cmd: int, vs: VirtualServer) -> bytes:
     ident = _service_nest(vs.protocol, vs.address, vs.port)
     if cmd not in (CMD_NEW_SERVICE, CMD_SET_SERVICE):
         return _GENL[cmd] + ident
-    settings = _service_settings(vs.scheduler, vs.persistence_timeout, vs.flags)
+    settings = _service_settings(vs.scheduler, vs.persistence_timeout, vs.flags, ":" in vs.address)
     # The identity nest with the settings appended inside it: a new nest header.
     return (_GENL[cmd] + _NESTED_SERVICE.pack(len(ident) + len(settings), CMD_ATTR_SERVICE | NLA_F_NESTED)
             + ident[4:] + settings)
 
 
+# NETMASK: a /32 mask for IPv4; for IPv6 the prefix length 128, native order
+# (the kernel casts the be32 attribute to a plain u32 and checks 1..128).
+_NETMASK = {False: attr(SVC_NETMASK, b"\xff\xff\xff\xff"), True: u32(SVC_NETMASK, 128)}
+
+
 @functools.lru_cache(maxsize=256)
-def _service_settings(scheduler: str, persistence_timeout: int, flags: int) -> bytes:
+def _service_settings(scheduler: str, persistence_timeout: int, flags: int, ipv6: bool = False) -> bytes:
     """SCHED_NAME, FLAGS, TIMEOUT, NETMASK: the same for most services, so cached."""
     flags |= SVC_F_PERSISTENT if persistence_timeout > 0 else 0
     return (asciiz(SVC_SCHED_NAME, scheduler) + attr(SVC_FLAGS, struct.pack("=II", flags, 0xFFFF_FFFF))
-            + u32(SVC_TIMEOUT, persistence_timeout) + attr(SVC_NETMASK, b"\xff\xff\xff\xff"))
+            + u32(SVC_TIMEOUT, persistence_timeout) + _NETMASK[ipv6])
 
 
 def fwmark_service(cmd: int, fwmark: int, scheduler: str) -> bytes:
@@ -123,7 +134,11 @@ def fwmark_service(cmd: int, fwmark: int, scheduler: str) -> bytes:
 # ~30 us per message on the host, ~20 times that in the VM).
 _NESTED_SERVICE = struct.Struct("=HH")
 _SERVICE_ID = struct.Struct("=HH" "HHH2x" "HHH2x" "HH4s" "HH2s2x")
+_SERVICE_ID6 = struct.Struct("=HH" "HHH2x" "HHH2x" "HH16s" "HH2s2x")
 _DEST_ID = struct.Struct("=HH" "HH4s" "HH2s2x")
+# IPv6 dests also name their family: the kernel would take the service's,
+# but a dest read back (or printed) on its own should say what it is.
+_DEST_ID6 = struct.Struct("=HH" "HH16s" "HH2s2x" "HHH2x")
 _DEST_SETTINGS = struct.Struct("=HHI" "HHI" "HHI" "HHI")
 _DEST_FULL = struct.Struct(_DEST_ID.format + _DEST_SETTINGS.format[1:])  # the nest's full length
 
@@ -131,6 +146,11 @@ _DEST_FULL = struct.Struct(_DEST_ID.format + _DEST_SETTINGS.format[1:])  # the n
 @functools.lru_cache(maxsize=65536)
 def _service_nest(protocol: str, address: str, port: int) -> bytes:
     """CMD_ATTR_SERVICE with the identity attributes (AF, PROTOCOL, ADDR, PORT)."""
+    if ":" in address:
+        return _SERVICE_ID6.pack(_SERVICE_ID6.size, CMD_ATTR_SERVICE | NLA_F_NESTED,
+                                 6, SVC_AF, socket.AF_INET6, 6, SVC_PROTOCOL, PROTOCOL_NUMBERS[protocol],
+                                 20, SVC_ADDR, socket.inet_pton(socket.AF_INET6, address),
+                                 6, SVC_PORT, port.to_bytes(2, "big"))
     return _SERVICE_ID.pack(_SERVICE_ID.size, CMD_ATTR_SERVICE | NLA_F_NESTED,
                             6, SVC_AF, socket.AF_INET, 6, SVC_PROTOCOL, PROTOCOL_NUMBERS[protocol],
                             8, SVC_ADDR, socket.inet_aton(address), 6, SVC_PORT, port.to_bytes(2, "big"))
@@ -154,9 +174,20 @@ def dests(cmd: int, pairs: Iterable[tuple[VirtualServer, RealServer]]) -> list[b
     for vs, (address, port, weight) in pairs:
         if vs is not last:
             head, last = _dest_head(cmd, vs[0], vs[1], vs[2]), vs  # (protocol, address, port): vs.key
-        ident = pack(size, nest, 8, DEST_ADDR, aton(address), 6, DEST_PORT, port.to_bytes(2, "big"))
+        if ":" in address:
+            ident = _dest_id6(address, port, full)
+        else:
+            ident = pack(size, nest, 8, DEST_ADDR, aton(address), 6, DEST_PORT, port.to_bytes(2, "big"))
         payloads.append(head + ident + _dest_settings(weight) if full else head + ident)
     return payloads
+
+
+def _dest_id6(address: str, port: int, full: bool) -> bytes:
+    """The dest nest's header and identity (ADDR, PORT, ADDR_FAMILY) of an IPv6 real server."""
+    size = _DEST_ID6.size + (_DEST_SETTINGS.size if full else 0)
+    return _DEST_ID6.pack(size, CMD_ATTR_DEST | NLA_F_NESTED, 20, DEST_ADDR,
+                          socket.inet_pton(socket.AF_INET6, address), 6, DEST_PORT, port.to_bytes(2, "big"),
+                          6, DEST_ADDR_FAMILY, socket.AF_INET6)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -194,14 +225,16 @@ def set_timeouts(tcp: int, tcp_fin: int, udp: int) -> bytes:
 
 def parse_service(body: memoryview) -> VirtualServer | None:
     """The virtual server in one GET_SERVICE answer; None for what is not ours
-    to model (firewall-mark services, IPv6, unknown protocols)."""
+    to model (firewall-mark services, families other than IPv4 and IPv6,
+    unknown protocols)."""
     top = parse_attrs(body, 4)
     if CMD_ATTR_SERVICE not in top:
         return None
     a = parse_attrs(top[CMD_ATTR_SERVICE])
     if SVC_FWMARK in a and get_u32(a[SVC_FWMARK]):
         return None
-    if SVC_AF not in a or get_u16(a[SVC_AF]) != socket.AF_INET:
+    family = get_u16(a[SVC_AF]) if SVC_AF in a else None
+    if family not in (socket.AF_INET, socket.AF_INET6):
         return None
     protocol = _PROTOCOL_NAMES.get(get_u16(a[SVC_PROTOCOL])) if SVC_PROTOCOL in a else None
     if protocol is None:
@@ -210,7 +243,7 @@ def parse_service(body: memoryview) -> VirtualServer | None:
     timeout = get_u32(a[SVC_TIMEOUT]) if SVC_TIMEOUT in a else 0
     return VirtualServer(
         protocol=protocol,
-        address=socket.inet_ntoa(bytes(a[SVC_ADDR][:4])),
+        address=_address(family, a[SVC_ADDR]),
         port=get_be16(a[SVC_PORT]),
         scheduler=get_str(a[SVC_SCHED_NAME]) if SVC_SCHED_NAME in a else "",
         persistence_timeout=timeout if flags & SVC_F_PERSISTENT else 0,
@@ -224,15 +257,31 @@ def parse_dest(body: memoryview) -> RealServerState | None:
     if CMD_ATTR_DEST not in top:
         return None
     a = parse_attrs(top[CMD_ATTR_DEST])
-    server = RealServer(socket.inet_ntoa(bytes(a[DEST_ADDR][:4])), get_be16(a[DEST_PORT]),
+    family = get_u16(a[DEST_ADDR_FAMILY]) if DEST_ADDR_FAMILY in a else socket.AF_INET
+    server = RealServer(_address(family, a[DEST_ADDR]), get_be16(a[DEST_PORT]),
                         get_u32(a[DEST_WEIGHT]) if DEST_WEIGHT in a else 0)
     return RealServerState(server,
                            get_u32(a[DEST_ACTIVE_CONNS]) if DEST_ACTIVE_CONNS in a else 0,
                            get_u32(a[DEST_INACT_CONNS]) if DEST_INACT_CONNS in a else 0)
 
 
+def _address(family: int, raw: memoryview) -> str:
+    """An address attribute (the kernel sends the whole 16-byte union) as text;
+    IPv6 in its canonical form, as translate writes it."""
+    if family == socket.AF_INET6:
+        return socket.inet_ntop(socket.AF_INET6, bytes(raw[:16]))
+    return socket.inet_ntoa(bytes(raw[:4]))
+
+
+def _proc_address(text: str) -> str:
+    """``0A60000A`` or ``[fd00:0000:...:000a]`` (``%pI6``, uncompressed) as text."""
+    if text.startswith("["):
+        return socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, text[1:-1]))
+    return socket.inet_ntoa(bytes.fromhex(text))
+
+
 def parse_proc_dests(text: str) -> dict[tuple[str, str, int], list[RealServerState]]:
-    """Real servers of every IPv4 TCP/UDP/SCTP service in ``/proc/net/ip_vs``.
+    """Real servers of every TCP/UDP/SCTP service in ``/proc/net/ip_vs``.
 
     One read lists every destination of every service, where the netlink API
     needs one dump per service. The file lacks the service flags (sh-port...)
@@ -242,6 +291,8 @@ def parse_proc_dests(text: str) -> dict[tuple[str, str, int], list[RealServerSta
 
         TCP  0A60000A:0050 rr
           -> 0AF40105:1F90      Masq    1      0          0
+        TCP  [fd00:0000:0000:0000:0000:0000:0000:000a]:0050 rr
+          -> [fd00:0000:0000:0000:0000:0000:0001:0005]:1F90      Masq    1      0          0
     """
     found: dict[tuple[str, str, int], list[RealServerState]] = {}
     current: list[RealServerState] | None = None
@@ -250,19 +301,13 @@ def parse_proc_dests(text: str) -> dict[tuple[str, str, int], list[RealServerSta
             if current is None:
                 continue
             fields = line.split()
-            addr, _, port = fields[1].partition(":")
-            if len(addr) != 8:
-                continue  # IPv6 destination (of an IPv6 service we skip anyway)
-            address = socket.inet_ntoa(bytes.fromhex(addr))
-            current.append(RealServerState(RealServer(address, int(port, 16), int(fields[3])),
+            addr, _, port = fields[1].rpartition(":")
+            current.append(RealServerState(RealServer(_proc_address(addr), int(port, 16), int(fields[3])),
                                            int(fields[4]), int(fields[5])))
         elif line[:3] in ("TCP", "UDP") or line.startswith("SCTP"):
             fields = line.split()
-            addr, _, port = fields[1].partition(":")
-            if len(addr) != 8:
-                current = None
-                continue
-            current = found.setdefault((fields[0], socket.inet_ntoa(bytes.fromhex(addr)), int(port, 16)), [])
+            addr, _, port = fields[1].rpartition(":")
+            current = found.setdefault((fields[0], _proc_address(addr), int(port, 16)), [])
         else:
             current = None  # headers, FWM services
     return found

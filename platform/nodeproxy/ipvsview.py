@@ -6,7 +6,7 @@ Read-only: one bulk listing (``IPVS.list_ipvs``), through the same
 
 from __future__ import annotations
 
-from .kernel import IPVS, Kernel, KernelError
+from .kernel import IPVS, Kernel, KernelError, host_port
 
 
 def format_table(ipvs: IPVS) -> str:
@@ -16,10 +16,10 @@ def format_table(ipvs: IPVS) -> str:
     table = ipvs.list_ipvs()
     for vs in sorted(table, key=lambda v: v.key):
         flags = f" persistent {vs.persistence_timeout}" if vs.persistence_timeout else ""
-        lines.append(f"{vs.protocol:<4} {vs.address}:{vs.port} {vs.scheduler}{flags}")
+        lines.append(f"{vs.protocol:<4} {host_port(vs.address, vs.port)} {vs.scheduler}{flags}")
         for st in sorted(table[vs], key=lambda s: s.server.key):
             rs = st.server
-            lines.append(f"  -> {f'{rs.address}:{rs.port}':<28} Masq    {rs.weight:<6} "
+            lines.append(f"  -> {host_port(rs.address, rs.port):<28} Masq    {rs.weight:<6} "
                          f"{st.active_connections:<10} {st.inactive_connections}")
     return "\n".join(lines) + "\n"
 

@@ -126,6 +126,12 @@ class IPVSUnavailable(KernelError):
 # --- values ------------------------------------------------------------------
 
 
+def host_port(address: str, port: int) -> str:
+    """``address:port``, an IPv6 address in brackets (``[fd00::1]:80``), as
+    ipvsadm writes it: unambiguous in logs and dry-run lines."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 class VirtualServer(NamedTuple):
     """One IPVS service. Identity is ``key`` = (protocol, address, port).
 
@@ -148,7 +154,7 @@ class VirtualServer(NamedTuple):
         return (self.protocol, self.address, self.port)
 
     def __str__(self) -> str:
-        return f"{self.protocol.lower()}:{self.address}:{self.port}"
+        return f"{self.protocol.lower()}:{host_port(self.address, self.port)}"
 
 
 class RealServer(NamedTuple):
@@ -167,7 +173,7 @@ class RealServer(NamedTuple):
         return (self.address, self.port)
 
     def __str__(self) -> str:
-        return f"{self.address}:{self.port}"
+        return host_port(self.address, self.port)
 
 
 class RealServerState(NamedTuple):
@@ -469,7 +475,8 @@ class Addresses(Protocol):
         ...
 
     def list_addresses(self, link: str) -> set[str]:
-        """IPv4 addresses (no prefix length) on ``link``. Raises :class:`NotFound`."""
+        """Addresses (no prefix length) on ``link``: IPv4 ones and IPv6 ones of
+        scope global (not the link's own fe80::). Raises :class:`NotFound`."""
         ...
 
 

@@ -39,6 +39,8 @@ _IFLA_IFNAME, _IFLA_LINKINFO, _IFLA_INFO_KIND = 3, 18, 1
 _IFA_ADDRESS, _IFA_LOCAL = 1, 2
 _IFADDRMSG = struct.Struct("=BBBBI")  # family, prefixlen, flags, scope, index
 _ADDR_MESSAGE = struct.Struct("=BBBBI" "HH4s" "HH4s")  # packed in one go: thousands per sync
+_ADDR_MESSAGE6 = struct.Struct("=BBBBI" "HH16s" "HH16s")
+_IFA_F_NODAD = 0x02
 
 _ADDRESS_METHODS = {AddAddress: _RTM_NEWADDR, DeleteAddress: _RTM_DELADDR}
 
@@ -142,20 +144,24 @@ class LinuxAddresses:
 
     def list_addresses(self, link: str) -> set[str]:
         index = self._link_index(link)
-        request = _IFADDRMSG.pack(socket.AF_INET, 0, 0, 0, 0)
+        request = _IFADDRMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
         try:
             bodies = self._rtnl_socket().dump(_RTM_GETADDR, request)
         except OSError as exc:
             raise _translate(exc, f"listing addresses of {link}") from exc
         found = set()
         for body in bodies:
-            family, _prefix, _flags, _scope, ifindex = _IFADDRMSG.unpack_from(body)
-            if family != socket.AF_INET or ifindex != index:
+            family, _prefix, _flags, scope, ifindex = _IFADDRMSG.unpack_from(body)
+            if ifindex != index:
                 continue
             attrs = parse_attrs(body, _IFADDRMSG.size)
             value = attrs.get(_IFA_LOCAL) or attrs.get(_IFA_ADDRESS)
-            if value is not None:
+            if value is None:
+                continue
+            if family == socket.AF_INET:
                 found.add(socket.inet_ntoa(bytes(value[:4])))
+            elif family == socket.AF_INET6 and scope == 0:  # not the link's own fe80:: address
+                found.add(socket.inet_ntop(socket.AF_INET6, bytes(value[:16])))
         return found
 
     def add_address(self, link: str, address: str) -> None:
@@ -172,7 +178,12 @@ def _new_link_message(name: str, kind: str) -> bytes:
 
 
 def _addr_message(index: int, address: str) -> bytes:
-    """RTM_NEWADDR/RTM_DELADDR payload for ``address``/32 on link ``index``
-    (scope global, as ``ip addr add`` gives it): ifaddrmsg, IFA_LOCAL, IFA_ADDRESS."""
+    """RTM_NEWADDR/RTM_DELADDR payload for ``address``/32 (IPv6: /128, no
+    duplicate address detection, usable at once) on link ``index`` (scope
+    global, as ``ip addr add`` gives it): ifaddrmsg, IFA_LOCAL, IFA_ADDRESS."""
+    if ":" in address:
+        packed = socket.inet_pton(socket.AF_INET6, address)
+        return _ADDR_MESSAGE6.pack(socket.AF_INET6, 128, _IFA_F_NODAD, 0, index,
+                                   20, _IFA_LOCAL, packed, 20, _IFA_ADDRESS, packed)
     packed = socket.inet_aton(address)
     return _ADDR_MESSAGE.pack(socket.AF_INET, 32, 0, 0, index, 8, _IFA_LOCAL, packed, 8, _IFA_ADDRESS, packed)

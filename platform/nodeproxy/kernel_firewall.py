@@ -14,6 +14,7 @@ import subprocess
 import time
 from typing import Sequence
 
+from . import conntrack
 from .kernel import KernelError, NotFound
 
 __all__ = ["LinuxFirewall"]
@@ -134,19 +135,9 @@ class LinuxFirewall:
 
 
     def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
-        argv = [self._conntrack, "-D", "-p", protocol.lower(), "--orig-dst", address, "--dport", str(port)]
-        if real_address is not None:
-            argv += ["--reply-src", real_address]
-        done = self._run(argv, "clearing conntrack entries")
-        # "conntrack v1.4.7 (conntrack-tools): 2 flow entries have been deleted."
-        # The exit status is 1 when nothing matched, which is not an error here.
-        for line in (done.stderr + done.stdout).splitlines():
-            if "flow entries have been deleted" in line or "flow entry has been deleted" in line:
-                words = line.split(":")[-1].split()
-                return int(words[0]) if words and words[0].isdigit() else 0
-        if done.returncode != 0:
-            raise KernelError(f"conntrack -D: {done.stderr.strip()}")
-        return 0
+        done = self._run(conntrack.delete_command(self._conntrack, protocol, address, port, real_address),
+                         "clearing conntrack entries")
+        return conntrack.deleted_count(done.returncode, done.stdout, done.stderr)
 
 
 def _saved_rules(text: str) -> dict[tuple[str, str], set[tuple[str, ...]]]:

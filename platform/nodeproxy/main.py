@@ -26,17 +26,19 @@ import argparse
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
 import threading
+from typing import Sequence
 
 from platformd.common.clock import REAL_CLOCK
 from platformd.common.runner import BoundedFrequencyRunner
 
 from . import sysctls
 from .health import HTTPEndpoint, ProxierHealth
-from .kernel import SCHEDULERS, IPVSUnavailable, Kernel, KernelError
+from .kernel import SCHEDULERS, Firewall, IPVSUnavailable, Kernel, KernelError
 from .cleanup import remove_everything
 from .proxier import Proxier, ProxierOptions
 
@@ -71,11 +73,43 @@ def duration(text: str) -> float:
     return total
 
 
-def _ip_argument(text: str) -> str:
+def _ip_list_argument(text: str) -> list[str]:
+    """One IP or a comma-separated list (the downward API's ``status.hostIPs``)."""
     from .translate import canonical, is_ip
-    if not is_ip(text):
-        raise argparse.ArgumentTypeError(f"invalid IP address {text!r}")
-    return canonical(text)
+    out = []
+    for item in text.split(","):
+        if not is_ip(item.strip()):
+            raise argparse.ArgumentTypeError(f"invalid IP address {item.strip()!r}")
+        out.append(canonical(item.strip()))
+    return out
+
+
+DUAL_STACK_CHOICES = ("auto", "true", "false")
+
+
+def wants_dual_stack(choice: str, node_ips: Sequence[str], ipv6_supported: bool, mode: str) -> bool:
+    """Whether to serve IPv6 as well as IPv4 (``--dual-stack``).
+
+    ``true``/``false`` as given. ``auto`` decides from the node, as
+    kube-proxy does: both families when the node has IPv6 (``ipv6_supported``:
+    IPv6 in the kernel, and ip6tables in the IPVS mode) and ``--node-ip``
+    names addresses of both families. Without ``--node-ip`` (node IPs read
+    from the Node object later) each mode keeps its behaviour from before the
+    flag: IPv4 only in the IPVS mode, both families in the nftables mode (its
+    one ``inet`` table serves IPv6 without another tool).
+    """
+    if choice != "auto":
+        return choice == "true"
+    if not ipv6_supported:
+        return False
+    if not node_ips:
+        return mode == "nftables"
+    from .translate import family_of
+    return {family_of(ip) for ip in node_ips} == {4, 6}
+
+
+def _kernel_has_ipv6() -> bool:
+    return os.path.exists("/proc/net/if_inet6")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,11 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", metavar="DIR", help="read Services/EndpointSlices/Nodes from manifests in DIR")
     p.add_argument("--hostname", default=os.environ.get("NODE_NAME") or socket.gethostname().lower(),
                    help="this node's name (default: $NODE_NAME or the host name)")
-    p.add_argument("--node-ip", action="append", default=[], metavar="IP", type=_ip_argument,
-                   help="node IP for node ports (repeatable; default: the Node's InternalIP/ExternalIP)")
+    p.add_argument("--node-ip", action="extend", default=[], metavar="IP[,IP]", type=_ip_list_argument,
+                   help="node IP(s) for node ports (repeatable or comma-separated, e.g. the downward API's "
+                        "status.hostIPs; default: the Node's InternalIP/ExternalIP)")
     p.add_argument("--cluster-cidr", default="",
                    help="pod CIDR(s), comma-separated for dual-stack; cluster-IP traffic from outside is masqueraded")
     p.add_argument("--masquerade-all", action="store_true", help="masquerade all traffic to cluster IPs")
+    p.add_argument("--dual-stack", nargs="?", const="true", default="auto", choices=DUAL_STACK_CHOICES,
+                   help="serve IPv6 as well as IPv4 (IPVS mode: IPv6 virtual servers, KUBE-6- ipsets, ip6tables; "
+                        "nftables mode: the ip6 half of its table). auto (default): when --node-ip has both "
+                        "families and the node has IPv6; without --node-ip, IPv4 only in IPVS mode and both "
+                        "in nftables mode. A bare --dual-stack means true"),
     p.add_argument("--scheduler", default="rr", choices=SCHEDULERS, help="IPVS scheduler (default rr; IPVS mode only)")
     p.add_argument("--min-sync-period", type=duration, default=1.0, help="minimum gap between syncs (1s)")
     p.add_argument("--sync-period", type=duration, default=30.0, help="full reconcile period (30s)")
@@ -109,13 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def options_from(args: argparse.Namespace) -> ProxierOptions:
+def options_from(args: argparse.Namespace, ipv6: bool = False) -> ProxierOptions:
     return ProxierOptions(
         hostname=args.hostname, node_ips=tuple(args.node_ip), scheduler=args.scheduler,
         masquerade_all=args.masquerade_all, cluster_cidr=args.cluster_cidr,
         sync_period=args.sync_period, strict_arp=args.strict_arp,
         tcp_timeout=int(args.tcp_timeout), tcp_fin_timeout=int(args.tcp_fin_timeout),
-        udp_timeout=int(args.udp_timeout), graceful_timeout=args.graceful_termination_timeout)
+        udp_timeout=int(args.udp_timeout), graceful_timeout=args.graceful_termination_timeout,
+        ipv6=ipv6)
 
 
 def make_kernel(args: argparse.Namespace):
@@ -128,6 +169,22 @@ def make_kernel(args: argparse.Namespace):
         return DryRunKernel()
     from .kernel_linux import LinuxKernel
     return LinuxKernel()
+
+
+def make_ip6tables(args: argparse.Namespace):
+    """The :class:`~.kernel.Firewall` the IPVS mode's IPv6 rules go through
+    (its tool is ip6tables): with ``--dual-stack=true``; with ``auto`` and for
+    ``--cleanup`` wherever ip6tables is installed and the kernel has IPv6 (an
+    earlier dual-stack run may have left chains). None means no IPv6 here."""
+    if args.proxy_mode != "ipvs" or args.dual_stack == "false" and not args.cleanup:
+        return None
+    if args.dry_run:
+        from .dryrun import DryRunKernel
+        return DryRunKernel(label="dry-run ip6tables").firewall
+    if args.dual_stack != "true" and (shutil.which("ip6tables-restore") is None or not _kernel_has_ipv6()):
+        return None
+    from .kernel_firewall import LinuxFirewall
+    return LinuxFirewall(iptables="ip6tables")
 
 
 def make_source(args: argparse.Namespace):
@@ -166,14 +223,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, kernel: Kernel | None = None, stop: threading.Event | None = None,
-        clock=REAL_CLOCK) -> int:
-    """Run the node proxy until ``stop`` is set (or a signal). Returns the exit status."""
-    kernel = kernel or make_kernel(args)
+        clock=REAL_CLOCK, ip6tables: Firewall | None = None) -> int:
+    """Run the node proxy until ``stop`` is set (or a signal). Returns the exit status.
+    ``ip6tables`` is made from the flags only when ``kernel`` is too."""
+    if kernel is None:
+        kernel, ip6tables = make_kernel(args), ip6tables or make_ip6tables(args)
     stop = stop or threading.Event()
     try:
-        return _run(args, kernel, stop, clock)
+        return _run(args, kernel, stop, clock, ip6tables)
     finally:
-        kernel.close()
+        kernel.close()  # the ip6tables firewall runs tools: nothing to close
 
 
 def _fail(message: str) -> int:
@@ -181,12 +240,15 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _run(args, kernel, stop: threading.Event, clock) -> int:
-    opts = options_from(args)
+def _run(args, kernel, stop: threading.Event, clock, ip6tables: Firewall | None = None) -> int:
+    ipv6_supported = _kernel_has_ipv6() if args.proxy_mode == "nftables" else ip6tables is not None
+    opts = options_from(args, wants_dual_stack(args.dual_stack, args.node_ip, ipv6_supported, args.proxy_mode))
+    log.info("serving %s (--dual-stack=%s, node IPs %s)", "IPv4 and IPv6" if opts.ipv6 else "IPv4 only",
+             args.dual_stack, ",".join(args.node_ip) or "from the Node")
     if args.proxy_mode == "nftables":
         return _run_nftables(args, kernel, opts, stop, clock)
     if args.cleanup:
-        failures = remove_everything(kernel, opts.node_ips)
+        failures = remove_everything(kernel, opts.node_ips, ip6tables)
         for f in failures:
             print(f"nodeproxy: cleanup: {f}", file=sys.stderr)
         return 1 if failures else 0
@@ -197,7 +259,9 @@ def _run(args, kernel, stop: threading.Event, clock) -> int:
     except KernelError as err:
         return _fail(f"kernel check failed: {err}")
 
-    proxier = Proxier(kernel, opts, clock)
+    if opts.ipv6 and ip6tables is None:
+        return _fail("--dual-stack=true needs ip6tables")
+    proxier = Proxier(kernel, opts, clock, ip6tables=ip6tables)
     failures = proxier.setup_sysctls()
     if failures:
         for failure in failures[:-1]:

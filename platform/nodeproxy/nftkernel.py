@@ -37,6 +37,7 @@ import subprocess
 import sys
 from typing import Protocol, Sequence, TextIO
 
+from . import conntrack
 from .kernel import KernelError
 from .nftmodel import TABLE, TABLE_FAMILY, Op, Table, parse, render
 
@@ -112,20 +113,8 @@ class NftCli:
         raise KernelError(f"nft delete table: {_first_error(done.stderr)}")
 
     def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
-        family = "ipv6" if ":" in address else "ipv4"
-        argv = [self._conntrack, "-D", "-f", family, "-p", protocol.lower(), "--orig-dst", address,
-                "--dport", str(port)]
-        if real_address is not None:
-            argv += ["--reply-src", real_address]
-        done = self._run(argv)
-        # "... 2 flow entries have been deleted." Exit status 1 when none matched.
-        for line in (done.stderr + done.stdout).splitlines():
-            if "have been deleted" in line or "has been deleted" in line:
-                words = line.split(":")[-1].split()
-                return int(words[0]) if words and words[0].isdigit() else 0
-        if done.returncode != 0:
-            raise KernelError(f"conntrack -D: {done.stderr.strip()}")
-        return 0
+        done = self._run(conntrack.delete_command(self._conntrack, protocol, address, port, real_address))
+        return conntrack.deleted_count(done.returncode, done.stdout, done.stderr)
 
     def close(self) -> None:
         pass
@@ -165,8 +154,8 @@ class DryRunNft:
         return self._model.delete_table()
 
     def clear_conntrack(self, protocol: str, address: str, port: int, real_address: str | None = None) -> int:
-        self._out.write(f"# conntrack -D -p {protocol.lower()} --orig-dst {address} --dport {port}"
-                        + (f" --reply-src {real_address}" if real_address else "") + "\n")
+        self._out.write("# " + " ".join(conntrack.delete_command("conntrack", protocol, address, port, real_address))
+                        + "\n")
         return 0
 
     def close(self) -> None:

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 
 class NftProxier(Proxier):
+    _IPV6_NEEDS_IP6TABLES = False  # one inet table holds both families; ``opts.ipv6`` picks them
+
     def __init__(self, kernel: NftKernel, opts: ProxierOptions, clock: Clock = REAL_CLOCK, metrics=None,
                  health=None, health_checks: HealthCheckServers | None = None) -> None:
         super().__init__(kernel, opts, clock, metrics, health)  # type: ignore[arg-type]
@@ -99,7 +101,7 @@ class NftProxier(Proxier):
     def _update_rules(self, changed: set[str], touched: Touched) -> dict[str, tuple[ServiceRules, ServiceRules]]:
         opts = Options(self.opts.hostname, self._node_ips,
                        tuple(c.strip() for c in self.opts.cluster_cidr.split(",") if c.strip()),
-                       self.opts.masquerade_all)
+                       self.opts.masquerade_all, (4, 6) if self.opts.ipv6 else (4,))
         fixed_key = (opts.node_ips, opts.cluster_cidrs, opts.masquerade_all)
         if fixed_key != self._fixed_for:
             fixed = fixed_table(opts)

@@ -62,6 +62,7 @@ class Options:
     node_ips: tuple[str, ...] = ()
     cluster_cidrs: tuple[str, ...] = ()  # of either family; "" or () when not known
     masquerade_all: bool = False
+    families: tuple[int, ...] = FAMILIES  # the families whose Service rules are written (--dual-stack)
 
 
 def cidr_of(cidrs: Iterable[str], family: int) -> str:
@@ -410,7 +411,7 @@ def service_rules(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], o
         return EMPTY
     slices = list(slices)
     b = _Builder(opts, previous)
-    for family in FAMILIES:
+    for family in opts.families:
         fam_slices = [s for s in slices if s.family == family]
         for sp in ports:
             b.port(sp, family, endpoints_for(sp, fam_slices, opts.hostname))

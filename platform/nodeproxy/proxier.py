@@ -72,6 +72,7 @@ from .kernel import (
     DeleteIPSetEntry,
     DeleteVirtualServer,
     Exists,
+    Firewall,
     IPVSOp,
     Kernel,
     KernelError,
@@ -101,6 +102,7 @@ class ProxierOptions:
     tcp_fin_timeout: int = 0
     udp_timeout: int = 0
     graceful_timeout: float = DEFAULT_TIMEOUT
+    ipv6: bool = False  # dual-stack: serve IPv6 too (IPVS mode: needs the ip6tables firewall)
 
 
 @dataclass
@@ -140,9 +142,21 @@ class Proxier:
     the work.
     """
 
+    #: The IPVS mode's IPv6 rules go through ip6tables; a subclass whose
+    #: kernel door serves both families itself says False.
+    _IPV6_NEEDS_IP6TABLES = True
+
     def __init__(self, kernel: Kernel, opts: ProxierOptions, clock: Clock = REAL_CLOCK,
-                 metrics: Metrics | None = None, health: ProxierHealth | None = None) -> None:
+                 metrics: Metrics | None = None, health: ProxierHealth | None = None,
+                 ip6tables: Firewall | None = None) -> None:
+        """``ip6tables``: where the IPv6 rules go (a firewall whose tool is
+        ip6tables, e.g. ``LinuxFirewall(iptables="ip6tables")``); required
+        with ``opts.ipv6``, which serves the IPv6 half of the Services the
+        way kube-proxy's second, IPv6 IPVS proxier does."""
+        if opts.ipv6 and ip6tables is None and self._IPV6_NEEDS_IP6TABLES:
+            raise ValueError("dual-stack IPVS needs an ip6tables firewall")
         self.kernel = kernel
+        self.ip6tables = ip6tables if opts.ipv6 else None
         self.opts = opts
         self.clock = clock
         self.metrics = metrics or Metrics()
@@ -206,7 +220,7 @@ class Proxier:
     def setup_sysctls(self) -> list[str]:
         """Apply the sysctls (see ``sysctls.py``); returns failure messages."""
         version = self.kernel.kernel_version()
-        return sysctls.apply(self.kernel.sysctl, sysctls.wanted(version, self.opts.strict_arp))
+        return sysctls.apply(self.kernel.sysctl, sysctls.wanted(version, self.opts.strict_arp, self.opts.ipv6))
 
     # -- the sync ----------------------------------------------------------------
     def sync(self) -> SyncResult:
@@ -299,8 +313,8 @@ class Proxier:
         return changed, trigger_times
 
     def _translate_options(self) -> Options:
-        # IPVS mode: node ports on the IPv4 node IPs only (see translate.service_state).
-        return Options(self.opts.hostname, tuple(ip for ip in self._node_ips if ":" not in ip), self.opts.scheduler)
+        families = (4, 6) if self.opts.ipv6 else (4,)
+        return Options(self.opts.hostname, self._node_ips, self.opts.scheduler, families)
 
     def _translate(self, svc: str, opts: Options) -> ServiceState:
         ports = self._ports.get(svc)
@@ -371,10 +385,15 @@ class Proxier:
     def _ensure_base(self) -> None:
         k = self.kernel
         k.addresses.ensure_dummy_link(DUMMY_LINK)
-        for spec in ipsets.SPECS:
+        for spec in ipsets.SPECS + (ipsets.SPECS6 if self.ip6tables else ()):
             k.ipset.ensure_ipset(spec)
-        k.firewall.restore_iptables(iptables.render(iptables.RuleOptions(self.opts.masquerade_all, self.opts.cluster_cidr)))
-        k.firewall.ensure_iptables_rules([(jump.table, jump.chain, jump.rule) for jump in iptables.JUMPS])
+        rules = iptables.RuleOptions(self.opts.masquerade_all, self.opts.cluster_cidr)
+        jumps = [(jump.table, jump.chain, jump.rule) for jump in iptables.JUMPS]
+        k.firewall.restore_iptables(iptables.render(rules))
+        k.firewall.ensure_iptables_rules(jumps)
+        if self.ip6tables:
+            self.ip6tables.restore_iptables(iptables.render(rules, family=6))
+            self.ip6tables.ensure_iptables_rules(jumps)
         o = self.opts
         if (o.tcp_timeout or o.tcp_fin_timeout or o.udp_timeout) and self._last_full is None:
             k.ipvs.set_ipvs_timeouts(o.tcp_timeout, o.tcp_fin_timeout, o.udp_timeout)
@@ -382,7 +401,7 @@ class Proxier:
     def _read_kernel(self) -> AppliedState:
         k = self.kernel
         state = AppliedState(addresses=k.addresses.list_addresses(DUMMY_LINK))
-        for name in ipsets.NAMES:
+        for name in ipsets.NAMES + (ipsets.NAMES6 if self.ip6tables else ()):
             state.entries |= {(name, e) for e in k.ipset.list_ipset(name)}
         ours = state.addresses | set(self._node_ips) | self._desired.everything().addresses
         known = set(self._applied.virtual)
@@ -603,7 +622,7 @@ class Proxier:
     # -- cleanup ---------------------------------------------------------------------
     def cleanup(self) -> list[str]:
         """Remove everything the node proxy creates. Returns failure messages."""
-        return remove_everything(self.kernel, self._node_ips)
+        return remove_everything(self.kernel, self._node_ips, self.ip6tables)
 
 
 #: One real-server op of a batch: (adding?, virtual server, real server, the

@@ -10,7 +10,9 @@
   real server at once instead of black-holing them.
 * ``net/ipv4/vs/expire_quiescent_template = 1`` -- persistence templates of a
   weight-0 real server expire, so sticky clients move on.
-* ``net/ipv4/ip_forward = 1`` -- traffic from pods is forwarded.
+* ``net/ipv4/ip_forward = 1`` -- traffic from pods is forwarded; with
+  ``--dual-stack`` also ``net/ipv6/conf/all/forwarding = 1``. (The
+  ``net/ipv4/vs`` settings above hold for IPv6 virtual servers too.)
 * with ``--strict-arp``: ``net/ipv4/conf/all/arp_ignore = 1`` and
   ``arp_announce = 2`` -- the node does not answer ARP for the service
   addresses on kube-ipvs0 (needed by MetalLB-style load balancers).
@@ -42,7 +44,7 @@ class Setting:
     why: str
 
 
-def wanted(kernel_version: tuple[int, int, int], strict_arp: bool) -> list[Setting]:
+def wanted(kernel_version: tuple[int, int, int], strict_arp: bool, ipv6: bool = False) -> list[Setting]:
     """The settings for this kernel and flags, in the order they are applied."""
     out = [Setting("net/ipv4/vs/conntrack", "1", "masquerade IPVS connections")]
     if CONN_REUSE_MIN <= kernel_version < CONN_REUSE_FIXED:
@@ -52,6 +54,8 @@ def wanted(kernel_version: tuple[int, int, int], strict_arp: bool) -> list[Setti
         Setting("net/ipv4/vs/expire_quiescent_template", "1", "expire affinity to quiesced real servers"),
         Setting("net/ipv4/ip_forward", "1", "forward pod traffic"),
     ]
+    if ipv6:
+        out.append(Setting("net/ipv6/conf/all/forwarding", "1", "forward IPv6 pod traffic"))
     if strict_arp:
         out += [Setting("net/ipv4/conf/all/arp_ignore", "1", "strict ARP"),
                 Setting("net/ipv4/conf/all/arp_announce", "2", "strict ARP")]

@@ -16,8 +16,11 @@ Pure functions over plain parsed JSON. Three stages, each testable alone:
 
 Stages 1 and 2 are dual-stack: a Service keeps its cluster, external and
 load-balancer IPs of both families, a slice its address family. Stage 3 is
-the IPVS mode's and takes the IPv4 half only; the nftables mode builds its
-rules per family in ``nftrules``. FQDN slices are ignored.
+the IPVS mode's and takes the families in :attr:`Options.families`: each
+family on its own, as kube-proxy runs one IPVS proxier per family (an IPv4
+virtual server gets the IPv4 endpoints, IPv6 members go to the ``KUBE-6-``
+sets). The nftables mode builds its rules per family in ``nftrules``. FQDN
+slices are ignored.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ class Options:
     """What translation needs to know about this node and its flags."""
 
     hostname: str
-    node_ips: tuple[str, ...] = ()
+    node_ips: tuple[str, ...] = ()  # of either family; each family's node ports use its own
     scheduler: str = "rr"
+    families: tuple[int, ...] = (4,)  # what the IPVS mode serves: (4,), or (4, 6) dual-stack
 
 
 # --- stage 1: parsing --------------------------------------------------------
@@ -305,17 +309,35 @@ def _reals(eps: list[Endpoint]) -> frozenset[RealServer]:
 
 
 def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], opts: Options) -> ServiceState:
-    """The IPVS mode's state: IPv4 only (IPv6 virtual servers need ip6tables
-    and inet6 ipsets the IPVS mode does not have)."""
+    """The IPVS mode's state: each family of :attr:`Options.families` that
+    the Service has a cluster IP of (the IPv4 half of a dual-stack Service
+    when only IPv4 is served; an IPv6-only Service is then left out)."""
     if not ports:
         return EMPTY
-    slices = [sl for sl in slices if sl.family == 4]
-    if not any(_is_ipv4(ip) for ip in ports[0].cluster_ips):
+    present = {6 if ":" in ip else 4 for ip in ports[0].cluster_ips}
+    families = [f for f in opts.families if f in present]
+    if not families:
         return EMPTY
     virtual: dict = {}
     addresses: set[str] = set()
     entries: set[tuple[str, IPSetEntry]] = set()
+    slices = list(slices)
+    for family in families:
+        _family_state(ports, [sl for sl in slices if sl.family == family], opts, family,
+                      virtual, addresses, entries)
+    return ServiceState(virtual, frozenset(addresses), frozenset(entries))
 
+
+def _family_state(ports: tuple[ServicePort, ...], slices: list[SliceInfo], opts: Options, family: int,
+                  virtual: dict, addresses: set[str], entries: set[tuple[str, IPSetEntry]]) -> None:
+    """:func:`service_state` for the addresses and endpoints of one family."""
+    six = family == 6
+
+    def ours(ips: tuple[str, ...]) -> list[str] | tuple[str, ...]:
+        return [ip for ip in ips if (":" in ip) is six] if ips else ips
+
+    names = _SET_NAMES[family]
+    node_ips = tuple(ours(opts.node_ips))
     for sp in ports:
         eps = endpoints_for(sp, slices, opts.hostname)
         cluster_eps, external_eps = select_endpoints(sp, eps)
@@ -327,38 +349,35 @@ def service_state(ports: tuple[ServicePort, ...], slices: Iterable[SliceInfo], o
             vs = _new(VirtualServer, (sp.protocol, address, port, opts.scheduler, sp.affinity_timeout, 0))
             virtual[(sp.protocol, address, port)] = (vs, reals)
 
-        for ip in sp.cluster_ips:
-            if ":" in ip:
-                continue
+        for ip in ours(sp.cluster_ips):
             serve(ip, sp.port, cluster_reals)
             addresses.add(ip)
-            entries.add((ipsets.CLUSTER_IP, _new(IPSetEntry, (ip, proto, sp.port, None))))
-        for ip in sp.external_ips:
-            if ":" in ip:
-                continue
+            entries.add((names[ipsets.CLUSTER_IP], _new(IPSetEntry, (ip, proto, sp.port, None))))
+        for ip in ours(sp.external_ips):
             serve(ip, sp.port, external_reals)
             addresses.add(ip)
             name = ipsets.EXTERNAL_IP_LOCAL if sp.external_local else ipsets.EXTERNAL_IP
-            entries.add((name, IPSetEntry(ip, proto, sp.port)))
-        for ip in sp.load_balancer_ips:
-            if ":" in ip:
-                continue
+            entries.add((names[name], IPSetEntry(ip, proto, sp.port)))
+        for ip in ours(sp.load_balancer_ips):
             serve(ip, sp.port, external_reals)
             addresses.add(ip)
-            entries.add((ipsets.LOAD_BALANCER, IPSetEntry(ip, proto, sp.port)))
+            entries.add((names[ipsets.LOAD_BALANCER], IPSetEntry(ip, proto, sp.port)))
             if sp.external_local:
-                entries.add((ipsets.LOAD_BALANCER_LOCAL, IPSetEntry(ip, proto, sp.port)))
+                entries.add((names[ipsets.LOAD_BALANCER_LOCAL], IPSetEntry(ip, proto, sp.port)))
         if sp.node_port:
-            for ip in opts.node_ips:
+            for ip in node_ips:
                 serve(ip, sp.node_port, external_reals)
-            entries.update(_node_port_entries(sp, opts.node_ips))
+            entries.update((names[n], e) for n, e in _node_port_entries(sp, node_ips))
         local = [e for e in cluster_eps if e.local]
         if external_eps is not cluster_eps:
             local += [e for e in external_eps if e.local]
         for e in local:
             # hairpin: an endpoint reaching itself through the service
-            entries.add((ipsets.LOOP_BACK, IPSetEntry(e.address, proto, e.port, e.address)))
-    return ServiceState(virtual, frozenset(addresses), frozenset(entries))
+            entries.add((names[ipsets.LOOP_BACK], IPSetEntry(e.address, proto, e.port, e.address)))
+
+
+#: Each set's name for each family, looked up once per member rather than computed.
+_SET_NAMES = {family: {name: ipsets.for_family(name, family) for name in ipsets.NAMES} for family in (4, 6)}
 
 
 def _node_port_entries(sp: ServicePort, node_ips: tuple[str, ...]) -> set[tuple[str, IPSetEntry]]:

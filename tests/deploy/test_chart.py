@@ -38,7 +38,7 @@ INGRESS_FLAGS = PLATFORMD_FLAGS | {
     "sync-rate-limit", "allow-snippet-annotations",
 }
 NODEPROXY_FLAGS = PLATFORMD_FLAGS | {
-    "kubeconfig", "hostname", "node-ip", "proxy-mode", "cluster-cidr", "masquerade-all", "scheduler",
+    "kubeconfig", "hostname", "node-ip", "proxy-mode", "dual-stack", "cluster-cidr", "masquerade-all", "scheduler",
     "min-sync-period", "sync-period", "strict-arp", "healthz-bind-address",
     "metrics-bind-address",
 }
@@ -406,6 +406,7 @@ def test_nodeproxy_args_and_api_server(rendered):
         "hostname": "$(NODE_NAME)",
         "node-ip": "$(NODE_IP)",
         "proxy-mode": "ipvs",
+        "dual-stack": "auto",
         "cluster-cidr": "10.244.0.0/16",
         "masquerade-all": True,
         "scheduler": "wlc",
@@ -417,7 +418,7 @@ def test_nodeproxy_args_and_api_server(rendered):
     }
     env = {e["name"]: e for e in c["env"]}
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    assert env["NODE_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert env["NODE_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIPs"}}  # both families
     assert env["KUBERNETES_SERVICE_HOST"]["value"] == "api.example.internal"
     assert env["KUBERNETES_SERVICE_PORT"]["value"] == "6443"
 

@@ -192,3 +192,95 @@ def test_unsupported_set_type_is_refused():
     with pytest.raises(ValueError):
         ipsetnl.member("hash:mac", IPSetEntry(ip="10.0.0.1"))
 
+
+
+# -- IPv6 (the IPVS mode's dual-stack half) -----------------------------------------
+
+VS6 = VirtualServer("TCP", "fd00:96::a", 80)
+
+
+@pytest.mark.parametrize("vs", [
+    VS6,
+    VirtualServer("UDP", "fd00:96::10", 53, scheduler="wrr"),
+    VirtualServer("SCTP", "2001:db8::1", 30000, scheduler="sh", persistence_timeout=10800, flags=FLAG_SCHED2),
+])
+def test_ipv6_service_encoding_reads_back(vs):
+    payload = ipvsnl.service(ipvsnl.CMD_NEW_SERVICE, vs)
+    assert ipvsnl.parse_service(_as_answer(payload)) == vs
+    svc = parse_attrs(parse_attrs(payload, 4)[ipvsnl.CMD_ATTR_SERVICE])
+    assert struct.unpack("=H", svc[ipvsnl.SVC_AF])[0] == socket.AF_INET6
+    assert bytes(svc[ipvsnl.SVC_ADDR]) == socket.inet_pton(socket.AF_INET6, vs.address)
+    # For IPv6 the kernel reads NETMASK as a prefix length, 1..128, else EINVAL.
+    assert struct.unpack("=I", svc[ipvsnl.SVC_NETMASK])[0] == 128
+
+
+def test_ipv4_netmask_stays_a_mask_beside_ipv6():
+    ipvsnl.service(ipvsnl.CMD_NEW_SERVICE, VS6)  # fills the settings cache first
+    svc = parse_attrs(parse_attrs(ipvsnl.service(ipvsnl.CMD_NEW_SERVICE, VS), 4)[ipvsnl.CMD_ATTR_SERVICE])
+    assert bytes(svc[ipvsnl.SVC_NETMASK]) == b"\xff\xff\xff\xff"
+
+
+@pytest.mark.parametrize("cmd", [ipvsnl.CMD_NEW_DEST, ipvsnl.CMD_DEL_DEST])
+def test_ipv6_dest_encoding_reads_back(cmd):
+    rs = RealServer("fd00:244:1::5", 8080, 2)
+    payload = ipvsnl.dest(cmd, VS6, rs)
+    top = parse_attrs(payload, 4)
+    assert ipvsnl.parse_service(memoryview(ipvsnl.service(ipvsnl.CMD_GET_SERVICE, VS6))) is not None
+    d = parse_attrs(top[ipvsnl.CMD_ATTR_DEST])
+    assert struct.unpack("=H", d[ipvsnl.DEST_ADDR_FAMILY])[0] == socket.AF_INET6
+    state = ipvsnl.parse_dest(_as_answer(payload))
+    assert state.server.address == rs.address and state.server.port == 8080
+    if cmd == ipvsnl.CMD_NEW_DEST:
+        assert state.server == rs and struct.unpack("=I", d[ipvsnl.DEST_FWD_METHOD])[0] == 0
+
+
+def test_dests_mix_families_in_one_batch():
+    pairs = [(VS, RS1), (VS6, RealServer("fd00:244:1::5", 8080)), (VS, RS2)]
+    payloads = ipvsnl.dests(ipvsnl.CMD_NEW_DEST, pairs)
+    assert [ipvsnl.parse_dest(memoryview(p)).server for p in payloads] == [rs for _, rs in pairs]
+
+
+def test_kernel_dest_answer_with_the_whole_union_reads_as_ipv4():
+    # The kernel sends ADDR as all 16 bytes of union nf_inet_addr, and ADDR_FAMILY.
+    answer = struct.pack("=BBH", ipvsnl.CMD_NEW_DEST, 1, 0) + nested(
+        ipvsnl.CMD_ATTR_DEST, attr(ipvsnl.DEST_ADDR, socket.inet_aton("10.1.0.1") + bytes(12)),
+        attr(ipvsnl.DEST_PORT, struct.pack("!H", 8080)), attr(ipvsnl.DEST_WEIGHT, struct.pack("=I", 1)),
+        attr(ipvsnl.DEST_ADDR_FAMILY, struct.pack("=H", socket.AF_INET)))
+    assert ipvsnl.parse_dest(memoryview(answer)).server == RS1
+
+
+PROC6 = """IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
+TCP  0A60000A:0050 rr 
+  -> 0AF40105:1F90      Masq    1      0          0         
+TCP  [fd00:0096:0000:0000:0000:0000:0000:000a]:0050 rr 
+  -> [fd00:0244:0001:0000:0000:0000:0000:0005]:1F90      Masq    2      1          0         
+UDP  [fd00:0096:0000:0000:0000:0000:0000:0010]:0035 rr 
+"""
+
+
+def test_proc_ip_vs_reads_ipv6_services_in_canonical_form():
+    found = ipvsnl.parse_proc_dests(PROC6)
+    assert set(found) == {("TCP", "10.96.0.10", 80), ("TCP", "fd00:96::a", 80), ("UDP", "fd00:96::10", 53)}
+    assert [(s.server, s.active_connections) for s in found[("TCP", "fd00:96::a", 80)]] == [
+        (RealServer("fd00:244:1::5", 8080, 2), 1)]
+    assert found[("UDP", "fd00:96::10", 53)] == []
+
+
+ENTRIES6 = [
+    ("hash:ip,port", IPSetEntry(ip="fd00:96::a", protocol="tcp", port=80)),
+    ("hash:ip,port,ip", IPSetEntry(ip="fd00:244:1::5", protocol="tcp", port=8080, ip2="fd00:244:1::5")),
+    ("hash:ip,port,net", IPSetEntry(ip="fd00:96::a", protocol="udp", port=53, ip2="fd00::/48")),
+    ("hash:ip", IPSetEntry(ip="2001:db8::1")),
+]
+
+
+@pytest.mark.parametrize("set_type,entry", ENTRIES6, ids=[t for t, _ in ENTRIES6])
+def test_ipv6_ipset_member_encoding_reads_back(set_type, entry):
+    data = ipsetnl.member(set_type, entry)
+    answer = struct.pack("=BBH", socket.AF_INET6, 0, 0) + attr(ipsetnl.ATTR_TYPENAME, set_type.encode() + b"\0") \
+        + nested(ipsetnl.ATTR_ADT, data)
+    assert ipsetnl.parse_list([memoryview(answer)]) == (set_type, {entry})
+    ip = parse_attrs(parse_attrs(parse_attrs(data)[ipsetnl.ATTR_DATA])[ipsetnl.ATTR_IP])
+    assert set(ip) == {ipsetnl.ATTR_IPADDR_IPV6}

@@ -10,7 +10,7 @@ from platformd.common.clock import FakeClock
 from platformd.nodeproxy.dryrun import DryRunKernel
 from platformd.nodeproxy.fakekernel import FakeKernel
 from platformd.nodeproxy.health import HTTPEndpoint, ProxierHealth, node_eligible
-from platformd.nodeproxy.main import build_parser, duration, make_kernel, run
+from platformd.nodeproxy.main import build_parser, duration, make_kernel, run, wants_dual_stack
 from platformd.nodeproxy.metrics import Metrics
 
 from .objects import endpoint_slice, service
@@ -155,6 +155,11 @@ def test_ipvsview_table():
     text = format_table(k)
     assert "TCP  10.96.0.10:80 rr persistent 60" in text
     assert "  -> 10.1.0.1:8080" in text and "Masq    1      3          4" in text
+    vs6 = VirtualServer("UDP", "fd00:96::10", 53)
+    k.add_virtual_server(vs6)
+    k.add_real_server(vs6, RealServer("fd00:244::1", 5353))
+    text = format_table(k)
+    assert "UDP  [fd00:96::10]:53 rr" in text and "  -> [fd00:244::1]:5353" in text
     with pytest.raises(SystemExit) as exc:
         render(FakeKernel(ipvs=False))
     assert "ip_vs" in str(exc.value)
@@ -187,3 +192,80 @@ def test_handler_unwraps_tombstones():
     h.on_delete(DeletedFinalStateUnknown("ns/x", {"a": 3}))
     h.on_delete({"a": 4})
     assert calls == [(None, {"a": 1}), ({"a": 1}, {"a": 2}), ({"a": 3}, None), ({"a": 4}, None)]
+
+
+def test_dual_stack_flag_serves_ipv6_and_cleanup_removes_it(tmp_path, capsys):
+    svc = service("web", "10.96.0.10")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    six = endpoint_slice("web", ["fd00:244::1"], name="web-6")
+    six["addressType"] = "IPv6"
+    write(tmp_path / "a.yaml", svc, endpoint_slice("web", ["10.1.0.1"]), six)
+    kernel, six_rules = FakeKernel(), FakeKernel().firewall
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--once"), kernel=kernel) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10"}  # without the flag: IPv4 only, as before
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--once", "--dual-stack"),
+               kernel=kernel, ip6tables=six_rules) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10", "fd00:96::10"}
+    assert any("KUBE-6-CLUSTER-IP" in r for r in six_rules.iptables["nat"]["KUBE-SERVICES"])
+    assert run(args("--cleanup"), kernel=kernel, ip6tables=six_rules) == 0
+    assert kernel.virtual == {} and not kernel.ipsets
+    assert not any(c.startswith("KUBE-") for t in six_rules.iptables.values() for c in t)
+    # the flag without an ip6tables door is one clear line, not a traceback
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--once", "--dual-stack"), kernel=kernel) == 1
+    assert "--dual-stack=true needs ip6tables" in capsys.readouterr().err
+
+
+def test_dry_run_dual_stack_says_which_rules_are_ip6tables(tmp_path, capsys):
+    svc = service("web", "fd00:96::10")
+    write(tmp_path / "a.yaml", svc)
+    assert run(args("--source", str(tmp_path), "--hostname", "n", "--dry-run", "--once", "--dual-stack")) == 0
+    out = capsys.readouterr().out
+    assert "dry-run: add_address kube-ipvs0 fd00:96::10" in out
+    assert "dry-run ip6tables: restore_iptables" in out and "KUBE-6-CLUSTER-IP" in out
+    # IPv6 virtual servers bracketed, as ipvsadm writes them
+    assert "dry-run: add_virtual_server tcp:[fd00:96::10]:80 scheduler=rr" in out
+
+
+@pytest.mark.parametrize("choice, node_ips, ipv6, mode, expected", [
+    ("auto", ["192.168.1.10", "fd00:1::10"], True, "ipvs", True),       # node IPs of both families
+    ("auto", ["192.168.1.10"], True, "ipvs", False),                    # single-stack node: unchanged
+    ("auto", ["fd00:1::10", "192.168.1.10"], False, "ipvs", False),     # no ip6tables / no IPv6 in the kernel
+    ("auto", [], True, "ipvs", False),                                  # IPVS without --node-ip: IPv4, as before
+    ("auto", [], True, "nftables", True),                               # nftables without --node-ip: both, as before
+    ("auto", ["192.168.1.10"], True, "nftables", False),
+    ("true", ["192.168.1.10"], False, "ipvs", True),                    # as given (and refused later without ip6tables)
+    ("false", ["192.168.1.10", "fd00:1::10"], True, "nftables", False),
+])
+def test_dual_stack_auto_decides_from_the_node(choice, node_ips, ipv6, mode, expected):
+    assert wants_dual_stack(choice, node_ips, ipv6, mode) is expected
+
+
+def test_dual_stack_flag_forms_and_node_ip_lists():
+    assert args().dual_stack == "auto"
+    assert args("--dual-stack").dual_stack == "true"
+    assert args("--dual-stack=false").dual_stack == "false"
+    # the downward API's status.hostIPs is a comma-separated list
+    a = args("--node-ip", "192.168.1.10,FD00:1::10", "--node-ip", "10.0.0.1")
+    assert a.node_ip == ["192.168.1.10", "fd00:1::10", "10.0.0.1"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--node-ip", "192.168.1.10,nope"])
+
+
+def test_auto_serves_both_families_when_the_node_ips_have_both(tmp_path):
+    svc = service("web", "10.96.0.10")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    write(tmp_path / "a.yaml", svc)
+    base = ("--source", str(tmp_path), "--hostname", "n", "--once")
+    kernel = FakeKernel()
+    assert run(args(*base, "--node-ip", "192.168.1.10,fd00:1::10"), kernel=kernel, ip6tables=FakeKernel().firewall) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10", "fd00:96::10"}
+    kernel = FakeKernel()
+    assert run(args(*base, "--node-ip", "192.168.1.10"), kernel=kernel, ip6tables=FakeKernel().firewall) == 0
+    assert {k[1] for k in kernel.virtual} == {"10.96.0.10"}  # an IPv4 node stays single-stack
+
+
+def test_virtual_and_real_servers_print_ipv6_in_brackets():
+    from platformd.nodeproxy.kernel import RealServer, VirtualServer
+    assert str(VirtualServer("TCP", "fd00::1", 80)) == "tcp:[fd00::1]:80"
+    assert str(RealServer("fd00:244::5", 8080)) == "[fd00:244::5]:8080"
+    assert str(VirtualServer("UDP", "10.96.0.10", 53)) == "udp:10.96.0.10:53"

@@ -19,6 +19,7 @@ NODE_IP = "192.168.1.10"
 
 def make(**opts) -> tuple[NftProxier, FakeNft]:
     kernel = FakeNft()
+    opts.setdefault("ipv6", True)  # the node has both families
     o = ProxierOptions(hostname="node-a", node_ips=(NODE_IP, "fd00:1::10"), cluster_cidr="10.244.0.0/16",
                        **opts)
     return NftProxier(kernel, o, FakeClock()), kernel
@@ -158,8 +159,8 @@ def test_udp_conntrack_cleared_for_the_endpoint_that_went_and_after_no_endpoints
     assert k.cleared[-1] == ("UDP", "10.96.0.53", 53, "10.1.0.2")
 
 
-def test_dual_stack_service_gets_both_families():
-    p, k = make()
+def _dual_stack_web(**opts):
+    p, k = make(**opts)
     svc = service("web", "10.96.0.10", ports=((80, "TCP", 30080),), type="NodePort",
                   ipFamilies=["IPv4", "IPv6"])
     svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
@@ -169,7 +170,18 @@ def test_dual_stack_service_gets_both_families():
     p.on_slice(None, endpoint_slice("web", ["10.1.0.1"]))
     p.on_slice(None, six)
     p.sync()
-    t = k.read()
+    return k.read()
+
+
+def test_single_stack_option_leaves_the_ipv6_half_out():
+    # --dual-stack=false (or auto on an IPv4-only node): the same flag as the IPVS mode
+    t = _dual_stack_web(ipv6=False)
+    assert "10.96.0.10 . tcp . 80" in t.elements["service-ips4"]
+    assert not t.elements["service-ips6"] and not t.elements["service-nodeports6"]
+
+
+def test_dual_stack_service_gets_both_families():
+    t = _dual_stack_web()
     assert "10.96.0.10 . tcp . 80" in t.elements["service-ips4"]
     assert "fd00:96::10 . tcp . 80" in t.elements["service-ips6"]
     assert "tcp . 30080" in t.elements["service-nodeports6"]
@@ -324,7 +336,7 @@ def test_status_document_and_health_check_node_port():
     from platformd.nodeproxy.healthcheck import HealthCheckServers
     checks = HealthCheckServers("127.0.0.1")
     kernel = FakeNft()
-    p = NftProxier(kernel, ProxierOptions(hostname="node-a"), FakeClock(), health_checks=checks)
+    p = NftProxier(kernel, ProxierOptions(hostname="node-a", ipv6=True), FakeClock(), health_checks=checks)
     svc = service("lb", "10.96.0.20", ports=((80, "TCP", 30081),), type="LoadBalancer",
                   externalTrafficPolicy="Local", healthCheckNodePort=0)
     try:

@@ -315,3 +315,92 @@ def test_busy_real_server_leaving_costs_one_listing_and_one_weight_change(rig):
     rig.clock.advance(1)
     rig.sync()
     assert dict(rig.kernel.counts) == {"list_real_servers": 1, "update_real_server": 1, "add_real_server": 1}
+
+
+def _dual_rig():
+    rig = Rig.__new__(Rig)
+    rig.fake, rig.fake6 = FakeKernel(), FakeKernel()
+    rig.kernel = CountingKernel(rig.fake)
+    rig.clock = FakeClock()
+    opts = ProxierOptions(hostname="node-a", node_ips=("192.168.1.10", "fd00:1::10"), ipv6=True,
+                          cluster_cidr="10.244.0.0/16,fd00:244::/48")
+    rig.proxier = Proxier(rig.kernel, opts, rig.clock, ip6tables=rig.fake6.firewall)
+    rig.triggers = 0
+    rig.proxier.set_trigger(rig._trigger)
+    return rig
+
+
+def _dual_service():
+    svc = service("web", "10.96.0.10", ports=((80, "TCP", 30080),), type="NodePort")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    six = endpoint_slice("web", ["fd00:244::1", "fd00:244::2"], name="web-6")
+    six["addressType"] = "IPv6"
+    return svc, endpoint_slice("web", ["10.1.0.1"]), six
+
+
+def _synced(rig, *objects):
+    """``rig`` after one sync of the Service and the given slices of it."""
+    svc, *slices = objects
+    rig.proxier.on_service(None, svc)
+    for sl in slices:
+        rig.proxier.on_slice(None, sl)
+    rig.sync()
+    return rig
+
+
+def test_dual_stack_serves_both_families_and_removes_them():
+    svc, four, six = _dual_service()
+    rig = _synced(_dual_rig(), svc, four, six)
+    cip6, np6 = VirtualServer("TCP", "fd00:96::10", 80), VirtualServer("TCP", "fd00:1::10", 30080)
+    assert rig.reals() == {("10.1.0.1", 8080): 1}
+    assert rig.reals(cip6) == {("fd00:244::1", 8080): 1, ("fd00:244::2", 8080): 1}
+    assert rig.reals(np6) == rig.reals(cip6)
+    assert rig.fake.links[DUMMY_LINK] == {"10.96.0.10", "fd00:96::10"}
+    assert IPSetEntry("fd00:96::10", "tcp", 80) in rig.fake.ipsets["KUBE-6-CLUSTER-IP"][1]
+    assert rig.fake.ipsets["KUBE-6-CLUSTER-IP"][0].family == "inet6"
+    assert not rig.fake.iptables["nat"].get("KUBE-SERVICES") or all(
+        "KUBE-6-" not in r for r in rig.fake.iptables["nat"]["KUBE-SERVICES"])
+    assert any("KUBE-6-CLUSTER-IP dst,dst ! -s fd00:244::/48" in r
+               for r in rig.fake6.iptables["nat"][iptables.SERVICES])
+    assert any(iptables.SERVICES in r for r in rig.fake6.iptables["nat"]["PREROUTING"])
+    # an IPv6 endpoint goes: only the IPv6 virtual servers change
+    rig.proxier.on_slice(six, endpoint_slice("web", ["fd00:244::2"], name="web-6") | {"addressType": "IPv6"})
+    rig.sync()
+    assert rig.reals(cip6) == {("fd00:244::2", 8080): 1}
+    assert set(rig.kernel.counts) <= {"apply", "add_real_server", "delete_real_server", "list_real_servers"}
+    # the Service goes: nothing of either family stays
+    rig.proxier.on_service(svc, None)
+    rig.sync()
+    assert rig.fake.virtual == {}
+    assert rig.fake.links[DUMMY_LINK] == set()
+    assert all(not members for _, members in rig.fake.ipsets.values())
+
+
+def test_dual_stack_cleanup_removes_both_families():
+    svc, four, six = _dual_service()
+    rig = _synced(_dual_rig(), svc, six)
+    assert rig.proxier.cleanup() == []
+    assert rig.fake.virtual == {} and DUMMY_LINK not in rig.fake.links
+    assert not any(n.startswith("KUBE-") for n in rig.fake.ipsets)
+    for k in (rig.fake, rig.fake6):
+        assert not any(c.startswith("KUBE-") for t in k.iptables.values() for c in t)
+        assert not any("KUBE-" in r for t in k.iptables.values() for rules in t.values() for r in rules)
+
+
+def test_dual_stack_full_sync_repairs_ipv6_drift():
+    svc, four, six = _dual_service()
+    rig = _synced(_dual_rig(), svc, six)
+    rig.fake.delete_virtual_server(VirtualServer("TCP", "fd00:96::10", 80))
+    rig.fake.delete_ipset_entry("KUBE-6-CLUSTER-IP", IPSetEntry("fd00:96::10", "tcp", 80))
+    rig.clock.advance(31)
+    assert rig.sync().full
+    assert rig.reals(VirtualServer("TCP", "fd00:96::10", 80)) == {("fd00:244::1", 8080): 1, ("fd00:244::2", 8080): 1}
+    assert IPSetEntry("fd00:96::10", "tcp", 80) in rig.fake.ipsets["KUBE-6-CLUSTER-IP"][1]
+
+
+def test_ipv4_only_proxier_leaves_ipv6_alone():
+    rig = _synced(Rig(), *_dual_service())
+    assert {v.address for v in rig.fake.virtual.values()} == {"10.96.0.10", "192.168.1.10"}
+    assert not any(n.startswith("KUBE-6-") for n in rig.fake.ipsets)
+    with pytest.raises(ValueError):
+        Proxier(rig.kernel, ProxierOptions(hostname="n", ipv6=True))

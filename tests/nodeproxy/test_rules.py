@@ -1,4 +1,6 @@
-from platformd.nodeproxy import iptables, sysctls
+import re
+
+from platformd.nodeproxy import iptables, ipsets, sysctls
 from platformd.nodeproxy.fakekernel import FakeKernel
 
 
@@ -59,3 +61,33 @@ def test_saved_rules_are_read_by_table_and_chain():
     assert rules[("nat", "KUBE-SERVICES")] == set()  # declared, empty
     assert rules[("filter", "FORWARD")] == set()  # a line it cannot split is none of ours
     assert ("nat", "OUTPUT") not in rules
+
+
+def test_ipv6_rules_mirror_the_ipv4_ones_on_the_kube6_sets():
+    opts = iptables.RuleOptions(cluster_cidr="10.244.0.0/16,fd00:244::/48")
+    v4, v6 = iptables.render(opts), iptables.render(opts, family=6)
+    assert "! -s 10.244.0.0/16 " in v4 and "fd00" not in v4
+    assert "--match-set KUBE-6-CLUSTER-IP dst,dst ! -s fd00:244::/48 -j KUBE-MARK-MASQ" in v6
+    assert "--match-set KUBE-6-LOOP-BACK dst,dst,src -j MASQUERADE" in v6
+    assert "--match-set KUBE-6-NODE-PORT-TCP dst -j KUBE-MARK-MASQ" in v6
+    # every set named in the IPv6 rules is an inet6 set; the chains are the same
+    named = set(re.findall(r"--match-set (\S+)", v6))
+    assert named <= set(ipsets.NAMES6) and len(named) > 8
+    assert {s.family for s in ipsets.SPECS6} == {"inet6"}
+    for name4, name6 in zip(ipsets.NAMES, ipsets.NAMES6):
+        v6 = v6.replace(f"{name6} ", f"{name4} ")
+    assert v6.replace("fd00:244::/48", "10.244.0.0/16") == v4
+    assert max(map(len, ipsets.NAMES6)) == 31  # the kernel's limit; kube-proxy cuts there too
+    # a single-stack flag: the other family has no CIDR rule
+    only4 = iptables.render(iptables.RuleOptions(cluster_cidr="10.244.0.0/16"), family=6)
+    assert "! -s" not in only4
+    k = FakeKernel()
+    k.restore_iptables(v6)
+    k.restore_iptables(iptables.render_cleanup())
+    assert not any(c.startswith("KUBE-") for t in k.iptables.values() for c in t)
+
+
+def test_dual_stack_also_forwards_ipv6():
+    names = lambda ipv6: {s.name: s.value for s in sysctls.wanted((6, 1, 0), False, ipv6)}  # noqa: E731
+    assert names(True)["net/ipv6/conf/all/forwarding"] == "1"
+    assert "net/ipv6/conf/all/forwarding" not in names(False)

@@ -144,3 +144,49 @@ def test_ipv6_addresses_are_kept_in_canonical_form():
     svc["spec"]["externalIPs"] = ["2001:DB8::1"]
     sp = parse_service(svc)[0]
     assert sp.cluster_ips == ("fd00:96::10",) and sp.external_ips == ("2001:db8::1",)
+
+
+DUAL = Options(hostname="node-a", node_ips=("192.168.1.10", "fd00:1::10"), scheduler="rr", families=(4, 6))
+
+
+def _six(name, addresses, **kw):
+    s = endpoint_slice(name, addresses, name=f"{name}-6", **kw)
+    s["addressType"] = "IPv6"
+    return s
+
+
+def test_dual_stack_ipvs_serves_each_family_with_its_own_endpoints_and_sets():
+    svc = service("web", "10.96.0.10", ports=((80, "TCP", 30080),), type="NodePort")
+    svc["spec"]["clusterIPs"] = ["10.96.0.10", "fd00:96::10"]
+    st = state(svc, endpoint_slice("web", ["10.1.0.1"]), _six("web", ["fd00:244::1"]), opts=DUAL)
+    assert set(st.virtual) == {("TCP", "10.96.0.10", 80), ("TCP", "192.168.1.10", 30080),
+                               ("TCP", "fd00:96::10", 80), ("TCP", "fd00:1::10", 30080)}
+    assert st.virtual[("TCP", "10.96.0.10", 80)][1] == {RealServer("10.1.0.1", 8080)}
+    assert st.virtual[("TCP", "fd00:96::10", 80)][1] == {RealServer("fd00:244::1", 8080)}
+    assert st.virtual[("TCP", "fd00:1::10", 30080)][1] == {RealServer("fd00:244::1", 8080)}
+    assert st.addresses == {"10.96.0.10", "fd00:96::10"}
+    assert (ipsets.CLUSTER_IP, IPSetEntry("10.96.0.10", "tcp", 80)) in st.entries
+    assert ("KUBE-6-CLUSTER-IP", IPSetEntry("fd00:96::10", "tcp", 80)) in st.entries
+    assert ("KUBE-6-NODE-PORT-TCP", IPSetEntry(port=30080)) in st.entries
+    # no IPv6 member ever lands in an IPv4 set, nor the reverse
+    for name, e in st.entries:
+        if e.ip is not None:
+            assert (name in ipsets.NAMES6) == (":" in e.ip), (name, e)
+
+
+def test_ipv6_only_service_and_its_hairpin_and_external_ips():
+    svc = service("v6", "fd00:96::20", externalIPs=["2001:db8::7", "203.0.113.7"])
+    local = _six("v6", [endpoint("fd00:244::5", node="node-a")])
+    st = state(svc, local, opts=DUAL)
+    assert set(st.virtual) == {("TCP", "fd00:96::20", 80), ("TCP", "2001:db8::7", 80)}
+    assert st.addresses == {"fd00:96::20", "2001:db8::7"}
+    assert ("KUBE-6-EXTERNAL-IP", IPSetEntry("2001:db8::7", "tcp", 80)) in st.entries
+    assert ("KUBE-6-LOOP-BACK", IPSetEntry("fd00:244::5", "tcp", 8080, "fd00:244::5")) in st.entries
+    # the same Service with IPv4 only served: nothing (as before dual-stack)
+    assert state(svc, local).virtual == {}
+
+
+def test_single_stack_state_is_unchanged_by_dual_stack_serving():
+    svc = service("web", "10.96.0.10", ports=((80, "TCP", 30080),), type="NodePort")
+    sl = endpoint_slice("web", [endpoint("10.1.0.1", node="node-a"), "10.1.0.2"])
+    assert state(svc, sl, opts=DUAL) == state(svc, sl)

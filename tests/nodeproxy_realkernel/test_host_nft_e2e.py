@@ -29,8 +29,8 @@ lb       10.96.0.90, fd00:96::90      80/TCP, LoadBalancer 192.0.2.90 and       
 from __future__ import annotations
 
 import collections
+import functools
 import socket
-import threading
 import time
 
 import pytest
@@ -39,8 +39,11 @@ from platformd.nodeproxy.main import build_parser, run
 from platformd.nodeproxy.nftkernel import NftCli
 from platformd.nodeproxy.nftnetlink import NftNetlink
 
+from tests.helpers.waiting import wait_for
+
 from . import netns
 from .netns import sh
+from .proxyrun import proxy_running
 from .topology import NODE_IP, NODE_IP6, TCP_PORT, UDP_PORT, Topology
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("nft"), reason="needs the nft tool")
@@ -51,18 +54,7 @@ WAIT = 20.0
 TABLE = ("inet", "platform-nodeproxy")
 
 
-def eventually(check, timeout: float = WAIT, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (AssertionError, OSError) as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"not true within {timeout}s: {check.__doc__ or check} (last error: {last})")
+eventually = functools.partial(wait_for, timeout=WAIT, interval=0.1, ignore=(AssertionError, OSError))
 
 
 HTTP = {"name": "http", "port": 80, "protocol": "TCP", "targetPort": TCP_PORT}
@@ -166,23 +158,16 @@ def cluster(tmp_path_factory):
             "--cluster-cidr", "10.244.0.0/16,fd00:244::/48",
             "--min-sync-period", "0.1", "--sync-period", str(SYNC_PERIOD),
             "--healthz-bind-address", "", "--metrics-bind-address", ""])
-        stop = threading.Event()
-        outcome = {}
-        proxy = threading.Thread(target=lambda: outcome.setdefault("status", run(args, NftNetlink(), stop)),
-                                 name="nodeproxy", daemon=True)
-        proxy.start()
         try:
-            eventually(lambda: serving("10.96.0.10 . tcp . 80", "fd00:96::10 . tcp . 80", "10.96.0.80 . tcp . 80",
-                                       "fd00:96::60 . udp . 53", NODE_IP6, "2001:db8::90 . tcp . 80"),
-                       timeout=60, interval=0.3)
-            yield c
+            with proxy_running(args, NftNetlink()):
+                eventually(lambda: serving("10.96.0.10 . tcp . 80", "fd00:96::10 . tcp . 80",
+                                           "10.96.0.80 . tcp . 80", "fd00:96::60 . udp . 53", NODE_IP6,
+                                           "2001:db8::90 . tcp . 80"),
+                           timeout=60, interval=0.3)
+                yield c
         finally:
-            stop.set()
-            proxy.join(20)
             api.stop()
             topo.close()
-        assert not proxy.is_alive(), "the node proxy did not stop"
-        assert outcome.get("status") == 0, f"the node proxy exited with {outcome.get('status')}"
 
 
 FAMILIES = pytest.mark.parametrize("v", ["4", "6"])

@@ -49,7 +49,7 @@ def _feed(p: NftProxier) -> None:
 def test_what_we_write_reads_back_unchanged(ns, masquerade_all):
     kernel = NftCli()
     clock = FakeClock()
-    p = NftProxier(kernel, ProxierOptions(hostname="node-a", node_ips=("192.168.1.10", "fd00:1::10"),
+    p = NftProxier(kernel, ProxierOptions(hostname="node-a", ipv6=True, node_ips=("192.168.1.10", "fd00:1::10"),
                                           cluster_cidr="10.244.0.0/16,fd00:244::/48",
                                           masquerade_all=masquerade_all, sync_period=30), clock)
     _feed(p)
@@ -77,7 +77,7 @@ def test_a_transaction_failing_at_its_last_line_leaves_the_previous_rules(ns):
     from platformd.nodeproxy.kernel import KernelError
     from platformd.nodeproxy.nftmodel import AddChain, AddRule, DeleteChain, FlushChain
     kernel = NftCli()
-    p = NftProxier(kernel, ProxierOptions(hostname="node-a", sync_period=30), FakeClock())
+    p = NftProxier(kernel, ProxierOptions(hostname="node-a", sync_period=30, ipv6=True), FakeClock())
     _feed(p)
     p.sync()
     before = kernel.read()

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("nft"), reason="needs the nft t
 
 
 def _proxier(kernel) -> NftProxier:
-    return NftProxier(kernel, ProxierOptions(hostname="node-a", node_ips=("192.168.1.10", "fd00:1::10"),
+    return NftProxier(kernel, ProxierOptions(hostname="node-a", ipv6=True, node_ips=("192.168.1.10", "fd00:1::10"),
                                              cluster_cidr="10.244.0.0/16,fd00:244::/48", sync_period=3600),
                       FakeClock())
 

@@ -29,6 +29,8 @@ from platformd.nodeproxy.kernel import (
 )
 from platformd.nodeproxy.kernel_linux import LinuxKernel, modprobe
 
+from tests.helpers.waiting import wait_for
+
 from . import netns
 from .netns import sh
 
@@ -46,10 +48,16 @@ def _loaded(module: str) -> bool:
 
 
 def test_probe_loads_ip_vs_and_dummy_with_modprobe():
-    # First test of the VM session, so nothing has loaded these yet; unload
-    # them anyway in case another test ran before.
-    sh("modprobe", "-r", "-q", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "ip_vs", "dummy", check=False)
-    if _loaded("ip_vs") or _loaded("dummy"):
+    # Earlier tests (test_kernel_batch.py) loaded these; the kernel tears their
+    # namespaces down (and with them the dummy links and IPVS services that
+    # hold the modules) asynchronously, so unloading may take a few tries.
+    def unloaded() -> bool:
+        sh("modprobe", "-r", "-q", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "ip_vs", "dummy", check=False)
+        return not (_loaded("ip_vs") or _loaded("dummy"))
+
+    try:
+        wait_for(unloaded, timeout=15, interval=0.5)
+    except AssertionError:
         pytest.skip("ip_vs or dummy is loaded and in use")
     attempted = []
 

@@ -25,18 +25,18 @@ from __future__ import annotations
 import collections
 import functools
 import re
-import threading
 import time
 
 import pytest
 
 from platformd.nodeproxy.kernel import VirtualServer
 from platformd.nodeproxy.kernel_linux import LinuxKernel
-from platformd.nodeproxy.main import build_parser, run
+from platformd.nodeproxy.main import build_parser
 from tests.helpers.waiting import wait_for
 
 from . import netns
 from .netns import sh
+from .proxyrun import proxy_running
 from .topology import NODE_IP, TCP_PORT, UDP_PORT, Topology
 
 PODS = ("pod-a", "pod-b", "pod-c")
@@ -133,26 +133,16 @@ def cluster(tmp_path_factory):
             "--cluster-cidr", "10.244.0.0/16",
             "--min-sync-period", "0.2", "--sync-period", str(SYNC_PERIOD),
             "--healthz-bind-address", "", "--metrics-bind-address", ""])
-        stop = threading.Event()
-        outcome = {}
-        # Started from this thread, so it (and every thread it starts) lives
-        # in this namespace too.
-        proxy = threading.Thread(target=lambda: outcome.setdefault("status", run(args, LinuxKernel(), stop)),
-                                 name="nodeproxy", daemon=True)
-        proxy.start()
         try:
-            # The first sync waits for the kubernetes client's imports (~30 s
-            # under emulation) and the informers; later changes take ~1 s.
-            eventually(lambda: all(vs in sh("ipvsadm", "-Ln") for vs in INITIAL_VIRTUAL_SERVERS),
-                       timeout=180, interval=2)
-            yield c
+            with proxy_running(args, LinuxKernel()):
+                # The first sync waits for the kubernetes client's imports (~30 s
+                # under emulation) and the informers; later changes take ~1 s.
+                eventually(lambda: all(vs in sh("ipvsadm", "-Ln") for vs in INITIAL_VIRTUAL_SERVERS),
+                           timeout=180, interval=2)
+                yield c
         finally:
-            stop.set()
-            proxy.join(20)
             api.stop()
             topo.close()
-        assert not proxy.is_alive(), "the node proxy did not stop"
-        assert outcome.get("status") == 0, f"the node proxy exited with {outcome.get('status')}"
 
 
 def ready(cluster: Cluster, vip: str, port: int, count: int, protocol: str = "t") -> dict[str, int]:

@@ -69,6 +69,7 @@ health server), then platformd nodeproxy flags built from values.
 - --hostname=$(NODE_NAME)
 - --node-ip=$(NODE_IP)
 - {{ printf "--proxy-mode=%v" .Values.proxyMode | quote }}
+- {{ printf "--dual-stack=%v" .Values.dualStack | quote }}
 {{- with .Values.clusterCIDR }}
 - {{ printf "--cluster-cidr=%v" . | quote }}
 {{- end }}
