@@ -244,7 +244,18 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "upstream-vhost": _checked(v.upstream_vhost),
 }
 
-_REFUSED_UNSUPPORTED = re.compile(r"^(auth-.*|satisfy|enable-modsecurity|modsecurity-.*)$")
+# Security-bearing and not supported yet: serving the Ingress without them
+# would expose what they protect, so it is not served (fail closed). Backend
+# TLS settings belong here too: `backend-protocol: HTTPS` with
+# `proxy-ssl-verify: "on"` was served unverified (200 where ingress-nginx
+# answers 502 for a backend whose certificate the CA does not sign).
+_REFUSED_UNSUPPORTED = re.compile(
+    r"^(auth-.*|satisfy|enable-modsecurity|modsecurity-.*|proxy-ssl-.*|secure-verify-ca-secret)$")
+
+
+def _asks_nothing(name: str, value: object) -> bool:
+    """``proxy-ssl-verify: "off"`` is ingress-nginx's default: it asks for no check."""
+    return name == "proxy-ssl-verify" and str(value).strip().lower() == "off"
 
 
 # --- assembling groups -------------------------------------------------------
@@ -417,7 +428,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
             refused.append(AnnotationError(key, str(value), why))
         elif name in PARSERS:
             ours[name] = value
-        elif _REFUSED_UNSUPPORTED.match(name):
+        elif _REFUSED_UNSUPPORTED.match(name) and not _asks_nothing(name, value):
             refused.append(AnnotationError(key, str(value), "is not supported; the Ingress is not served without it"))
         else:
             unsupported.append(key)

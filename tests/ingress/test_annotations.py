@@ -184,6 +184,25 @@ def test_access_control_annotations_we_lack_refuse_the_ingress():
     assert reasons(result) == ["InvalidAnnotation"] and result.configuration.servers == ()
 
 
+@pytest.mark.parametrize("annotations", [
+    {"backend-protocol": "HTTPS", "proxy-ssl-verify": "on", "proxy-ssl-secret": "default/ca"},
+    {"backend-protocol": "HTTPS", "proxy-ssl-verify": "on"},
+    {"backend-protocol": "HTTPS", "proxy-ssl-protocols": "TLSv1.3"},
+    {"secure-verify-ca-secret": "default/ca"},
+])
+def test_backend_tls_verification_we_lack_refuses_the_ingress(annotations):
+    """#12: an Ingress asking for a verified backend was served unverified (200
+    where the CA does not sign the backend's certificate): fail closed."""
+    result = served(annotations)
+    assert set(reasons(result)) == {"InvalidAnnotation"} and result.configuration.servers == ()
+
+
+def test_proxy_ssl_verify_off_asks_for_nothing_and_is_ignored():
+    result = served({"backend-protocol": "HTTPS", "proxy-ssl-verify": "off"})
+    assert reasons(result) == ["UnsupportedAnnotation"]
+    assert ("prefix", "/app") in locations(result, "example.com")
+
+
 def test_other_unknown_annotations_are_reported_and_ignored():
     result = served({"proxy-buffer-size": "8k", "example.com/unrelated": "x"})
     assert reasons(result) == ["UnsupportedAnnotation"]
