@@ -65,7 +65,7 @@ from platformd.common.store import (
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
-from platformd.ingress.model import Backend, Configuration
+from platformd.ingress.model import Backend, Configuration, service_backend_name
 from platformd.ingress.render import per_configuration
 from platformd.ingress.snapshot import Snapshot
 from platformd.ingress.translate import Problem, TranslateOptions, Translation, build
@@ -199,14 +199,19 @@ def _ingress_hosts(obj: Mapping) -> set[str]:
 
 
 def _ingress_backends(obj: Mapping) -> set[str]:
-    """Backend names (``ns.service.port``, translate._ServiceRef) an Ingress's rules route to."""
+    """Backend names (``model.service_backend_name``) an Ingress routes to:
+    its rules' paths and its default backend."""
     namespace = (obj.get("metadata") or {}).get("namespace", "")
-    names = set()
-    for rule in (obj.get("spec") or {}).get("rules") or ():
+    spec = obj.get("spec") or {}
+    backends = [spec.get("defaultBackend")]
+    for rule in spec.get("rules") or ():
         for path in ((rule.get("http") or {}).get("paths") or ()) if isinstance(rule, Mapping) else ():
-            service = ((path.get("backend") or {}).get("service") or {}) if isinstance(path, Mapping) else {}
-            port = service.get("port") or {}
-            names.add(f"{namespace}.{service.get('name')}.{port.get('number') or port.get('name')}")
+            backends.append(path.get("backend") if isinstance(path, Mapping) else None)
+    names = set()
+    for backend in backends:
+        service = (backend.get("service") or {}) if isinstance(backend, Mapping) else {}
+        port = service.get("port") or {}
+        names.add(service_backend_name(namespace, str(service.get("name")), port.get("number") or port.get("name")))
     return names
 
 

@@ -148,8 +148,8 @@ class TrafficShapingPolicy:
 
 
 def service_backend_name(namespace: str, service: str, port: int | str) -> str:
-    """The Backend name of a Service port, the same for an Ingress and a Gateway
-    route: "namespace.service.port". Namespaces and Service and port names are
+    """The Backend name of a Service port for Ingresses: "namespace.service.port"
+    (Gateway routes add ".route": ``gateway_lowering.backend_name``). Namespaces and Service and port names are
     DNS labels, which never contain ".", so no two Service ports share a name
     (with "-" as separator, Service web-api in adv-team and api in adv-team-web
     were both "adv-team-web-api-80": one route served the other namespace's pods)."""
