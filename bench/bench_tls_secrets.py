@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers.certs import served_certificate  # noqa: E402  (after the path)
 
 
 def free_port() -> int:
@@ -85,13 +87,7 @@ def rss_kb(pid: int) -> int:
 
 
 def served_cn(port: int, host: str) -> str:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname=host) as tls:
-            der = tls.getpeercert(binary_form=True)
-    cert = x509.load_der_x509_certificate(der)
+    cert = x509.load_der_x509_certificate(served_certificate(port, host, timeout=5))
     return cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
 
 

@@ -13,7 +13,6 @@ over 2,000 requests has a standard deviation of ~1%, the bound is ±5%.
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import subprocess
 import time
@@ -36,6 +35,7 @@ from platformd.ingress.model import (
     TrafficShapingPolicy,
 )
 from platformd.ingress.render import backends_checksum, certificate_uid, checksum
+from tests.helpers.certs import served_certificate
 
 HOST = "app.example.com"
 
@@ -403,16 +403,6 @@ def make_cert(directory: Path, cn: str) -> tuple[str, str]:
     return crt.read_text(), key.read_text()
 
 
-def served_cert(port: int, sni: str | None) -> bytes:
-    """DER of the certificate nginx presents for ``sni`` (None: no SNI)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with context.wrap_socket(raw, server_hostname=sni) as tls:
-            return tls.getpeercert(binary_form=True)
-
-
 def der(pem: str) -> bytes:
     return ssl.PEM_cert_to_DER_cert(pem)
 
@@ -428,14 +418,14 @@ def test_certificates_per_sni_wildcard_and_fallback(dataplane, backends, pems):
     wild = Certificate("ns/wild", *pems["wild.example.com"], hostnames=("*.example.com",))
     apply(dataplane, site(Backend("app", endpoints=endpoints(b0)), certificates=(exact, wild)))
     port = dataplane.https_port
-    assert served_cert(port, "app.example.com") == der(exact.cert_pem)
-    assert served_cert(port, "APP.example.com") == der(exact.cert_pem)
-    assert served_cert(port, "www.example.com") == der(wild.cert_pem)
+    assert served_certificate(port, "app.example.com") == der(exact.cert_pem)
+    assert served_certificate(port, "APP.example.com") == der(exact.cert_pem)
+    assert served_certificate(port, "www.example.com") == der(wild.cert_pem)
     # A wildcard covers one label only; unknown names get nginx's fallback.
     fallback = Path(dataplane.runtime.default_cert).read_text()
-    assert served_cert(port, "a.b.example.com") == der(fallback)
-    assert served_cert(port, "example.org") == der(fallback)
-    assert served_cert(port, None) == der(fallback)
+    assert served_certificate(port, "a.b.example.com") == der(fallback)
+    assert served_certificate(port, "example.org") == der(fallback)
+    assert served_certificate(port, None) == der(fallback)
     r = dataplane.get("/", host=HOST, https=True)
     assert r.text == "b0"
 
@@ -444,13 +434,13 @@ def test_certificate_swap_without_reload(dataplane, backends, pems):
     (b0,) = backends(1)
     before = Certificate("ns/tls", *pems["app.example.com"], hostnames=("app.example.com",))
     apply(dataplane, site(Backend("app", endpoints=endpoints(b0)), certificates=(before,)))
-    assert served_cert(dataplane.https_port, HOST) == der(before.cert_pem)
+    assert served_certificate(dataplane.https_port, HOST) == der(before.cert_pem)
     master, workers = dataplane.nginx.master_pid(), dataplane.nginx.worker_pids()
 
     after = Certificate("ns/tls", *pems["other"], hostnames=("app.example.com",))
     apply(dataplane, site(Backend("app", endpoints=endpoints(b0)), certificates=(after,)))
     for _ in range(4):  # new handshakes, whichever worker takes them
-        assert served_cert(dataplane.https_port, HOST) == der(after.cert_pem)
+        assert served_certificate(dataplane.https_port, HOST) == der(after.cert_pem)
     assert (dataplane.nginx.master_pid(), dataplane.nginx.worker_pids()) == (master, workers)
 
 
@@ -470,9 +460,9 @@ def test_default_certificate_from_the_configuration(dataplane, backends, pems):
         shown = lua.get("/configuration/certificates").json()
     assert shown["data"] == {"servers": {"app.example.com": exact_id}, "default": "default-cert"}
     assert "BEGIN" not in json.dumps(shown)
-    assert served_cert(dataplane.https_port, HOST) == der(exact.cert_pem)
-    assert served_cert(dataplane.https_port, "unknown.example.org") == der(pems["default"][0])
-    assert served_cert(dataplane.https_port, None) == der(pems["default"][0])
+    assert served_certificate(dataplane.https_port, HOST) == der(exact.cert_pem)
+    assert served_certificate(dataplane.https_port, "unknown.example.org") == der(pems["default"][0])
+    assert served_certificate(dataplane.https_port, None) == der(pems["default"][0])
 
 
 def test_invalid_certificate_gets_400(dataplane, backends, pems):

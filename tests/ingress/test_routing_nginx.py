@@ -8,7 +8,6 @@ only, and the configured default certificate. Fixtures: tests/ingress/conftest.p
 
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -23,6 +22,7 @@ from platformd.ingress.model import (
     PathMatch,
     Server,
 )
+from tests.helpers.certs import served_certificate
 
 
 def apply(dataplane, config: Configuration) -> None:
@@ -155,15 +155,6 @@ def make_cert(directory: Path, cn: str) -> tuple[str, str]:
     return crt.read_text(), key.read_text()
 
 
-def served_cert(port: int, sni: str | None) -> bytes:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with context.wrap_socket(raw, server_hostname=sni) as tls:
-            return tls.getpeercert(binary_form=True)
-
-
 @pytest.fixture
 def pems(tmp_path):
     return {cn: make_cert(tmp_path, cn) for cn in ("secure.example.com", "default")}
@@ -199,9 +190,9 @@ def test_configured_default_certificate_serves_unknown_names(dataplane, backends
     )
     apply(dataplane, config)
     port = dataplane.https_port
-    assert served_cert(port, "secure.example.com") == ssl.PEM_cert_to_DER_cert(exact.cert_pem)
-    assert served_cert(port, "other.example.org") == ssl.PEM_cert_to_DER_cert(default.cert_pem)
-    assert served_cert(port, None) == ssl.PEM_cert_to_DER_cert(default.cert_pem)
+    assert served_certificate(port, "secure.example.com") == ssl.PEM_cert_to_DER_cert(exact.cert_pem)
+    assert served_certificate(port, "other.example.org") == ssl.PEM_cert_to_DER_cert(default.cert_pem)
+    assert served_certificate(port, None) == ssl.PEM_cert_to_DER_cert(default.cert_pem)
 
 
 def test_plain_backend_unknown_or_emptied_answers_503_from_the_balancer(dataplane, backends):

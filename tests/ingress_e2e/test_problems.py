@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.certs import self_signed
+from tests.helpers.certs import self_signed, served_certificate
 from tests.ingress_e2e import objects as o
 from tests.ingress_e2e.conftest import wait_for
 
@@ -102,13 +102,7 @@ def test_missing_service_answers_503_until_it_appears(fake_api, ingress_controll
 
 
 def _served_cert_cn(port: int, host: str) -> str:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname=host) as tls:
-            der = tls.getpeercert(binary_form=True)
-    pem = ssl.DER_cert_to_PEM_cert(der)
+    pem = ssl.DER_cert_to_PEM_cert(served_certificate(port, host, timeout=5))
     out = subprocess.run(["openssl", "x509", "-noout", "-subject"], input=pem, capture_output=True, text=True)
     return out.stdout.strip()
 
