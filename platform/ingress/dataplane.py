@@ -314,8 +314,11 @@ class DataPlane:
                 return False
             self._last_verify = now
             self.nginx.bound_error_log(ERROR_LOG_LIMIT)
-            foreign = [name for name, section in self._in_lua.items()
-                       if self._read_checksum(name) not in (section.checksum, _UNREADABLE)]
+            try:
+                held = self.lua.checksums()  # one read for every section
+            except Exception:  # noqa: BLE001 - transport trouble is not a foreign change
+                return False
+            foreign = [name for name, section in self._in_lua.items() if held.get(name) != section.checksum]
             if not foreign:
                 return False
             log.warning("Lua holds sections the controller did not push (%s); pushing them again",
@@ -325,12 +328,6 @@ class DataPlane:
             return self._repush(master)
 
     # --- the applier ----------------------------------------------------
-
-    def _read_checksum(self, section: str) -> str | None:
-        try:
-            return self.lua.checksum(section)
-        except Exception:  # noqa: BLE001 - transport trouble is not a foreign change
-            return _UNREADABLE
 
     def _repush(self, master: int) -> bool:
         try:
@@ -578,6 +575,3 @@ def _isolated(section: str) -> bool:
     """Whether a refusal of ``section`` is isolated to the objects responsible
     (backends, or the servers of a routes shard)."""
     return section == "backends" or section.startswith("routes_")
-
-# A checksum read that failed (not a foreign change).
-_UNREADABLE = object()

@@ -159,19 +159,22 @@ class LuaClient:
         return f"POST answered checksum {in_force!r} in force"
 
     def checksum(self, section: str) -> str | None:
-        """The checksum Lua currently holds for ``section`` (None if unset).
+        """The checksum Lua currently holds for ``section`` (None if unset)."""
+        return self.checksums().get(section)
 
-        Reads the summary (``GET /configuration``), which carries checksums
-        and versions only, so confirming a large section does not make Lua
-        re-encode its whole payload.
+    def checksums(self) -> dict[str, str | None]:
+        """Every section's checksum in force, from one read of the summary
+        (``GET /configuration``: checksums and versions only, so confirming a
+        large section does not make Lua re-encode its payload); {} when the
+        summary cannot be read.
         """
         response = self._http.get("/configuration")
         if response.status_code != 200:
-            return None
+            return {}
         try:
-            return response.json()[section].get("checksum")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
+            return {name: entry.get("checksum") for name, entry in response.json().items()}
+        except (ValueError, TypeError, AttributeError):
+            return {}
 
     def get(self, section: str | None = None) -> Any:
         """The raw GET answer (for diagnostics and tests)."""
