@@ -130,6 +130,10 @@ local function compile_policy(p)
   if p.deny[1] ~= nil then
     policy.deny = assert(cidr.compile(p.deny))
   end
+  if value(p.auth) ~= nil then -- lua/auth.lua: basic, digest, external, satisfy
+    policy.auth = require("auth").compile(p.auth)
+    policy.simple = false
+  end
   return policy
 end
 
@@ -579,7 +583,13 @@ function M.route(lane)
   if policy.rps > 0 or policy.connections > 0 then
     limits(location, policy)
   end
-  if (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
+  if policy.auth ~= nil then
+    local denied = nil -- no allow/deny list
+    if policy.deny ~= nil or policy.allow ~= nil then
+      denied = access_denied(policy)
+    end
+    require("auth").access(policy.auth, denied)
+  elseif (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
     return ngx.exit(ngx.HTTP_FORBIDDEN)
   end
   if lane ~= nil then

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -89,6 +90,7 @@ class Annotations:
     # canary
     canary: bool = False
     traffic_shaping: TrafficShapingPolicy | None = None
+    auth: auth_mod.AuthRequest | None = None  # auth-*, satisfy (resolved per Ingress by translate)
 
     @property
     def regex_paths(self) -> bool:
@@ -244,6 +246,15 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "upstream-vhost": _checked(v.upstream_vhost),
 }
 
+def _auth_value(name: str) -> Callable[[str], object]:
+    """auth.py's parser; all but auth-cache-key (nginx variables) pass _plain."""
+    parser = auth_mod.PARSERS[name]
+    return parser if name == "auth-cache-key" else (lambda text: parser(_plain(text)))
+
+
+PARSERS.update({name: _auth_value(name) for name in auth_mod.ANNOTATIONS})
+
+
 # Security-bearing and not supported yet: serving the Ingress without them
 # would expose what they protect, so it is not served (fail closed). Backend
 # TLS settings belong here too: `backend-protocol: HTTPS` with
@@ -395,6 +406,15 @@ def _traffic_shaping(r: _Reader) -> TrafficShapingPolicy | None:
     )
 
 
+def _auth(r: _Reader) -> auth_mod.AuthRequest | None:
+    values = {name: r.get(name) for name in auth_mod.ANNOTATIONS if r.has(name)}
+    errors: list[tuple[tuple[str, ...], str]] = []
+    made = auth_mod.request(values, errors)
+    for names, reason in errors:
+        r.fail(names, reason)
+    return made
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -455,6 +475,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         default_backend=r.get("default-backend"),
         canary=bool(r.get("canary", False)),
         traffic_shaping=_traffic_shaping(r),
+        auth=_auth(r),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

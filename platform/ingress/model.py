@@ -362,6 +362,9 @@ class Location:
     rewrite_target: str | None = None
     redirect: Redirect | None = None
     ssl_redirect: bool = False
+    # platformd.ingress.auth.Auth: basic/digest users, external auth, satisfy
+    # (validated there; holds credentials, never printed).
+    auth: object = None
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)

@@ -16,9 +16,10 @@ decided in ``routes.py`` and lua/router.lua.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import validate as v
 from platformd.ingress.layout import NginxFiles
 from platformd.ingress.model import Configuration, GlobalSettings, Hsts
@@ -131,6 +132,7 @@ class NginxView:
     read_timeout: int
     buffering: str  # "on" / "off"
     proxy_lanes: tuple[str, ...] = ("on", "off")  # @platform_proxy_<buffering>
+    auth_resolvers: str = field(default_factory=auth_mod.resolvers)  # for auth-url hosts (auth.resolvers)
 
 
 def build(config: Configuration, paths: RuntimePaths) -> NginxView:
