@@ -112,7 +112,7 @@ _KEY_VARIABLES = re.compile(r"(http|cookie|arg)_[a-z0-9_]{1,60}|remote_user|remo
 def cache_key(text: str) -> tuple[str, ...]:
     """``$remote_user$http_authorization``: nginx variables (read by Lua, by
     name) and literal text; -> parts, variables as "$name"."""
-    value = text.strip()
+    value = text
     if len(value) > 512 or not _VARIABLE_KEY.fullmatch(value):
         raise Invalid("must be nginx variables ($name, lower case) and letters, digits, '_-.:/' only")
     parts = tuple(re.findall(r"\$[a-z_][a-z0-9_]*|[^$]+", value))
@@ -567,3 +567,27 @@ def resolvers(path: str = "/etc/resolv.conf") -> str:
                 continue
             found.append(f"[{address}]" if ":" in address else address)
     return " ".join(found[:3])
+
+
+# --- informer indexes (controller.py): which Ingresses a Secret or ConfigMap change concerns ---
+
+
+def _referenced(obj: Mapping, annotation: str) -> list[str]:
+    meta = obj.get("metadata") or {}
+    text = (meta.get("annotations") or {}).get(PREFIX + annotation)
+    if not isinstance(text, str):
+        return []
+    try:
+        return [secret_key(object_ref(text), meta.get("namespace", ""))]
+    except Invalid:
+        return []
+
+
+def index_ingress_by_auth_secret(obj: Mapping) -> list[str]:
+    """``ns/name`` of the Secret an Ingress's auth-secret names."""
+    return _referenced(obj, "auth-secret")
+
+
+def index_ingress_by_auth_configmap(obj: Mapping) -> list[str]:
+    """``ns/name`` of the ConfigMap an Ingress's auth-proxy-set-headers names."""
+    return _referenced(obj, "auth-proxy-set-headers")
