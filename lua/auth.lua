@@ -23,6 +23,90 @@ local function value(x)
   return x
 end
 
+---------------------------------------------------------------------------
+-- Validation of a posted "auth" entry (util/schema.lua calls it): the
+-- controller validated it already; this keeps a foreign or broken POST from
+-- reaching the compiler. Pure; -> nil or the problem.
+---------------------------------------------------------------------------
+
+local SAFE = "^[%w%-%._~:/%?#%[%]@!&'%(%)%*%+,;=%%]*$" -- URL characters, no quotes, spaces or '$'
+
+local function url_problem(text, field)
+  if type(text) ~= "string" or #text > 2048 or not text:match("^https?://[%w%-%.%[%]:]+") or not text:match(SAFE)
+      or text:find("@", 1, true) then
+    return field .. " must be an http(s) URL without user info"
+  end
+end
+
+local function list_of(t, pattern, field, null)
+  if t == nil or t == null then
+    return nil
+  end
+  if type(t) ~= "table" then
+    return field .. " must be a list"
+  end
+  for _, item in ipairs(t) do
+    if type(item) ~= "string" or not item:match(pattern) then
+      return field .. " has a bad item"
+    end
+  end
+end
+
+function M.validate(raw, null)
+  if type(raw) ~= "table" then
+    return "must be an object"
+  end
+  if raw.satisfy ~= "any" and raw.satisfy ~= "all" then
+    return "satisfy must be any or all"
+  end
+  local kind = raw.type
+  if kind ~= nil and kind ~= null and kind ~= "basic" and kind ~= "digest" then
+    return "type must be basic or digest"
+  end
+  if type(raw.realm) ~= "string" or #raw.realm > 256 or raw.realm:find('[^ -~]') or raw.realm:find('["\\]') then
+    return "realm must be printable ASCII without quotes or backslashes"
+  end
+  local users = raw.users
+  if kind == "basic" or kind == "digest" then
+    if type(users) ~= "table" then
+      return "users must be an object"
+    end
+    for name, hash in pairs(users) do
+      if type(name) ~= "string" or name:find("[:%c]") or type(hash) ~= "string" or #hash > 512 then
+        return "users has a bad entry"
+      end
+      if kind == "digest" and not hash:match("^%x+$") then
+        return "users has a bad HA1"
+      end
+    end
+  end
+  local e = raw.external
+  if e ~= nil and e ~= null then
+    if type(e) ~= "table" then
+      return "external must be an object"
+    end
+    local problem = url_problem(e.url, "external.url")
+      or (e.signin ~= nil and e.signin ~= null and url_problem(e.signin, "external.signin"))
+      or list_of(e.response_headers, "^[%w%-_]+$", "external.response_headers", null)
+      or list_of(e.cache_key, "^[%w%$_%-%.:/]+$", "external.cache_key", null)
+    if problem then
+      return problem
+    end
+    if type(e.redirect_param) ~= "string" or not e.redirect_param:match("^[%w_%.%-]+$") then
+      return "external.redirect_param must be a parameter name"
+    end
+    if type(e.cache_seconds) ~= "number" or e.cache_seconds < 0 or e.cache_seconds > 604800 then
+      return "external.cache_seconds must be 0-604800"
+    end
+    for _, pair in ipairs(type(e.proxy_headers) == "table" and e.proxy_headers or {}) do
+      if type(pair) ~= "table" or type(pair[1]) ~= "string" or not pair[1]:match("^[%w%-_]+$")
+          or type(pair[2]) ~= "string" or pair[2]:find("[%c\\\"$;{}]") then
+        return "external.proxy_headers has a bad header"
+      end
+    end
+  end
+end
+
 --- The policy's raw "auth" entry -> the compiled auth (or nil).
 function M.compile(raw)
   raw = value(raw)

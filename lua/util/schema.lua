@@ -493,6 +493,12 @@ local function check_route_policy(value, path, deps)
     end
   end
   policy.timeouts = { timeouts[1], timeouts[2], timeouts[3] }
+  if not absent(value.auth, deps) then -- lua/auth.lua checks its own entry
+    local problem = require("auth").validate(value.auth, deps.null)
+    if problem ~= nil then
+      fail(path .. ".auth", problem)
+    end
+  end
   return policy
 end
 
