@@ -17,10 +17,14 @@ or directive, expand a variable, or reach Lua code.
 Scope: all annotations here are Ingress-wide; the translator decides what an
 error costs (see ``translate``: an Ingress with any refused annotation
 contributes nothing). Snippet annotations (``*-snippet``) are always refused:
-the model cannot carry raw nginx text, and we never render it. ``auth-*``
-and ``satisfy`` are refused too (unsupported, and ignoring them would expose
-what they protect). Other unknown annotations under the prefix are only
-reported (``unsupported``), since they cannot widen access.
+the model cannot carry raw nginx text, and we never render it. The
+authentication group (``auth-*`` but ``auth-tls-*``, ``satisfy``,
+``enable-global-auth``) is parsed by ``auth``; ``auth-cache-key`` may hold
+``$`` (request variables Lua reads by name, an allowlist). Other
+security-bearing annotations we lack (``auth-tls-*``, ``proxy-ssl-*``) are
+refused: ignoring them would expose what they protect. Other unknown
+annotations under the prefix are only reported (``unsupported``), since they
+cannot widen access.
 """
 
 from __future__ import annotations
