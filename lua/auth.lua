@@ -29,11 +29,17 @@ end
 -- reaching the compiler. Pure; -> nil or the problem.
 ---------------------------------------------------------------------------
 
-local SAFE = "^[%w%-%._~:/%?#%[%]@!&'%(%)%*%+,;=%%]*$" -- URL characters, no quotes, spaces or '$'
+local SAFE = "^[%w%-%._~:/%?#%[%]@!&%(%)%*%+,=%%]*$" -- URL characters; no quotes, ';', spaces or '$'
 
 local function url_problem(text, field)
-  if type(text) ~= "string" or #text > 2048 or not text:match("^https?://[%w%-%.%[%]:]+") or not text:match(SAFE)
-      or text:find("@", 1, true) then
+  if type(text) ~= "string" then
+    return field .. " must be a string"
+  end
+  -- Variables ($host, ${host}) are the controller's allowlist; here they
+  -- only may not hide a quote or a brace.
+  local plain = text:gsub("^%$%{?[%a_]+%}?://", "http://"):gsub("%$%{[%a_]+%}", "x"):gsub("%$[%a_]+", "x")
+  if #text > 2048 or not plain:match("^https?://[%w%-%.%[%]:]+") or not plain:match(SAFE)
+      or plain:find("@", 1, true) then
     return field .. " must be an http(s) URL without user info"
   end
 end

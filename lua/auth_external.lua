@@ -57,6 +57,31 @@ function M.signin_location(signin, param, original, escape)
   return signin .. sep .. param .. "=" .. escape(original)
 end
 
+--- "https://$host/x?rd=${escaped_request_uri}" -> {"https://", "$host", "/x?rd=",
+-- "$escaped_request_uri"} (nil without variables): the parts `expand` reads.
+function M.template(text)
+  if not text:find("$", 1, true) then
+    return nil
+  end
+  local parts = {}
+  local pos = 1
+  while true do
+    local from, to, name = text:find("%$%{?([%a_]+)%}?", pos)
+    if from == nil then
+      break
+    end
+    if from > pos then
+      parts[#parts + 1] = text:sub(pos, from - 1)
+    end
+    parts[#parts + 1] = "$" .. name
+    pos = to + 1
+  end
+  if pos <= #text then
+    parts[#parts + 1] = text:sub(pos)
+  end
+  return parts
+end
+
 --- Whether `status` is cached under `codes` (0 = any status).
 function M.cacheable(codes, status)
   for _, code in ipairs(codes) do
@@ -85,6 +110,8 @@ function M.compile(raw)
   local signin = value(raw.signin)
   return {
     url = raw.url,
+    url_parts = M.template(raw.url),
+    signin_parts = signin and M.template(signin),
     host = M.host_of(raw.url),
     method = METHODS[raw.method] or (ngx and ngx.HTTP_GET),
     method_name = raw.method,
@@ -105,7 +132,19 @@ end
 ---------------------------------------------------------------------------
 
 local function var(name)
+  if name == "escaped_request_uri" then -- ingress-nginx's: the request URI, escaped for a query
+    return ngx.escape_uri(ngx.var.request_uri)
+  end
   return ngx.var[name]
+end
+
+-- The auth URL of this request: as written, or with its variables read.
+local function url_of(e)
+  if e.url_parts == nil then
+    return e.url, e.host
+  end
+  local url = M.expand(e.url_parts, var)
+  return url, M.host_of(url)
 end
 
 -- The subrequest; -> status, headers ({name = value} of the headers kept).
@@ -122,12 +161,13 @@ local function ask(e)
     end
   end
   local original = ngx.var.scheme .. "://" .. (ngx.var.http_host or ngx.var.host) .. ngx.var.request_uri
+  local url, host = url_of(e)
   local res = ngx.location.capture("/_platform_auth", {
     method = e.method,
     always_forward_body = false,
     vars = {
-      platform_auth_url = e.url,
-      platform_auth_host = e.host,
+      platform_auth_url = url,
+      platform_auth_host = host,
       platform_auth_original_url = original,
       platform_auth_original_method = ngx.req.get_method(),
       platform_auth_redirect = e.request_redirect or ngx.var.request_uri,
@@ -161,7 +201,7 @@ local function ask(e)
 end
 
 local function cached(e)
-  local key = ngx.md5(e.url .. "\0" .. e.method_name .. "\0" .. M.expand(e.cache_key, var))
+  local key = ngx.md5(url_of(e) .. "\0" .. e.method_name .. "\0" .. M.expand(e.cache_key, var))
   local dict = ngx.shared.platform_auth
   local hit = dict:get("ea:" .. key)
   if hit ~= nil then
@@ -205,7 +245,8 @@ function M.access(e)
   if status == 401 then
     if e.signin ~= nil then
       local original = ngx.var.scheme .. "://" .. (ngx.var.http_host or ngx.var.host) .. ngx.var.request_uri
-      return ngx.redirect(M.signin_location(e.signin, e.redirect_param, original, ngx.escape_uri), 302)
+      local signin = e.signin_parts and M.expand(e.signin_parts, var) or e.signin
+      return ngx.redirect(M.signin_location(signin, e.redirect_param, original, ngx.escape_uri), 302)
     end
     local challenge = headers["\0challenge"]
     if challenge ~= nil then

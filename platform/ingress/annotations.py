@@ -251,9 +251,19 @@ PARSERS: dict[str, Callable[[str], object]] = {
 }
 
 def _auth_value(name: str) -> Callable[[str], object]:
-    """auth.py's parser; all but auth-cache-key (nginx variables) pass _plain."""
+    """auth.py's parser. auth-cache-key, auth-url and auth-signin may hold
+    request variables (their parsers allow a fixed list that Lua reads by
+    name): those pass _plain but for '$' and the braces of ``${name}``;
+    every other passes _plain whole."""
     parser = auth_mod.PARSERS[name]
-    return parser if name == "auth-cache-key" else (lambda text: parser(_plain(text)))
+    if name not in ("auth-cache-key", "auth-url", "auth-signin"):
+        return lambda text: parser(_plain(text))
+
+    def with_variables(text: str) -> object:
+        _plain(text.replace("${", "").replace("}", "").replace("$", ""))
+        return parser(text)
+
+    return with_variables
 
 
 PARSERS.update({name: _auth_value(name) for name in auth_mod.ANNOTATIONS})

@@ -74,6 +74,45 @@ def url(text: str) -> str:
     return text
 
 
+# Variables an auth-url / auth-signin may hold, as ingress-nginx users write
+# them (oauth2-proxy's "https://$host/oauth2/auth", "...?rd=$escaped_request_uri"),
+# expanded by lua/auth_external.lua per request, each with a stand-in that
+# the URL check below sees in its place.
+URL_VARIABLES = {
+    "scheme": "http", "pass_access_scheme": "http",
+    "host": "h.example", "http_host": "h.example", "best_http_host": "h.example", "server_name": "h.example",
+    "server_port": "80", "pass_port": "80",
+    "request_uri": "/p", "uri": "/p", "escaped_request_uri": "p", "args": "a", "request_method": "GET",
+}
+_AUTHORITY_VARIABLES = frozenset({"scheme", "pass_access_scheme", "host", "http_host", "best_http_host",
+                                  "server_name", "server_port", "pass_port"})
+_URL_VARIABLE = re.compile(r"\$(?:\{([a-z_]+)\}|([a-z_]+))")
+
+
+def url_template(text: str) -> str:
+    """``url`` that may hold URL_VARIABLES (``$host`` or ``${host}``)."""
+    text = text.strip()
+
+    def stand_in(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in URL_VARIABLES:
+            raise Invalid(f"uses ${name[:64]}; a URL may use " + ", ".join("$" + n for n in URL_VARIABLES))
+        return URL_VARIABLES[name]
+
+    rest = _URL_VARIABLE.sub("", text)
+    if "$" in rest or "{" in rest or "}" in rest:
+        raise Invalid("has a '$' or brace that is not one of the variables a URL may use")
+    # Where the request goes: only the scheme, host and port variables (the
+    # request's own URI in the authority would let a client pick the target).
+    authority = re.match(r"[^/?]*//[^/?]*", text)
+    for m in _URL_VARIABLE.finditer(authority.group(0) if authority else text):
+        if (m.group(1) or m.group(2)) not in _AUTHORITY_VARIABLES:
+            raise Invalid("may use only $scheme, $host, $http_host, $best_http_host, $server_name and the port "
+                          "variables before its path")
+    url(_URL_VARIABLE.sub(stand_in, text))
+    return text
+
+
 def method(text: str) -> str:
     value = text.strip().upper()
     if value not in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
@@ -200,9 +239,9 @@ PARSERS: dict[str, Any] = {
     "auth-secret": object_ref,
     "auth-secret-type": _choice("auth-file", "auth-map"),
     "auth-realm": realm,
-    "auth-url": url,
+    "auth-url": url_template,
     "auth-method": method,
-    "auth-signin": url,
+    "auth-signin": url_template,
     "auth-signin-redirect-param": query_param,
     "auth-response-headers": header_list,
     "auth-request-redirect": url,
@@ -349,6 +388,8 @@ _GLOBAL_KEYS = {
     "global-auth-cache-duration": "auth-cache-duration", "global-auth-always-set-cookie": "auth-always-set-cookie",
 }
 GLOBAL_KEYS = frozenset(_GLOBAL_KEYS) | {"global-auth-snippet"}
+_WITH_VARIABLES = ("auth-cache-key", "auth-url", "auth-signin")  # their parsers check each '$'
+
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\"'`\\;{}]")
 
 
@@ -368,7 +409,8 @@ def global_auth(data: Mapping[str, str]) -> GlobalAuth:
             continue
         text = data[key]
         try:
-            if not isinstance(text, str) or _FORBIDDEN.search(text) or ("$" in text and name != "auth-cache-key"):
+            if not isinstance(text, str) or _FORBIDDEN.search(text.replace("${", "$").replace("}", "")) or (
+                    "$" in text and name not in _WITH_VARIABLES):
                 raise Invalid("contains a forbidden character")
             values[name] = PARSERS[name](text)
         except (Invalid, v.ValidationError) as exc:

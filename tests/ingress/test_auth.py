@@ -119,6 +119,14 @@ def test_external_auth_annotations():
     assert policy_auth(result).satisfy == "any" and ext.always_set_cookie
 
 
+def test_oauth2_proxy_style_urls_with_variables():
+    result = served({"auth-url": "https://$host/oauth2/auth",
+                     "auth-signin": "https://$host/oauth2/start?rd=$escaped_request_uri"})
+    assert reasons(result) == []
+    ext = policy_auth(result).external
+    assert (ext.url, ext.signin) == ("https://$host/oauth2/auth", "https://$host/oauth2/start?rd=$escaped_request_uri")
+
+
 def test_auth_proxy_set_headers_from_a_configmap():
     headers = {"kind": "ConfigMap", "metadata": {"name": "auth-headers", "namespace": "default"},
                "data": {"X-Tenant": "blue"}}
@@ -141,6 +149,11 @@ def test_auth_proxy_set_headers_from_a_configmap():
     {"auth-url": "auth.example.com/check"},
     {"auth-url": "https://auth.example.com/ check"},
     {"auth-url": "https://auth.example.com/", "auth-method": "TRACE"},
+    {"auth-url": "https://$args/check"},  # the client would pick the target
+    {"auth-url": "https://auth.example.com$request_uri"},
+    {"auth-url": "https://auth.example.com/$remote_addr"},
+    {"auth-url": "https://auth.example.com/${host"},
+    {"auth-url": "https://auth.example.com/", "auth-signin": "https://$http_cookie/"},
     {"auth-url": "https://auth.example.com/", "auth-cache-key": "$request_body"},
     {"auth-url": "https://auth.example.com/", "auth-cache-key": "$http_x;drop"},
     {"auth-url": "https://auth.example.com/", "auth-cache-duration": "200 forever"},

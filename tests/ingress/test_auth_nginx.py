@@ -198,6 +198,18 @@ def test_external_auth(dataplane, service):
     assert dataplane.get("/_platform_auth", host=HOST).status_code == 404
 
 
+def test_external_auth_urls_with_request_variables(dataplane, service):
+    """oauth2-proxy's usual annotations: variables read per request."""
+    port = service.server_address[1]
+    ext = ExternalAuth(url=f"http://127.0.0.1:{port}/auth/$host?m=${{request_method}}",
+                       signin="https://$host/oauth2/start?rd=$escaped_request_uri")
+    apply(dataplane, site(service, Location("/", backend="app", auth=Auth(external=ext))))
+    assert dataplane.get("/p?q=1", host=HOST, headers={"X-Token": "good"}).status_code == 200
+    assert service.calls[-1]["path"] == "/auth/app.example?m=GET"
+    r = dataplane.get("/p?q=1", host=HOST)
+    assert (r.status_code, r.headers["location"]) == (302, "https://app.example/oauth2/start?rd=%2Fp%3Fq%3D1")
+
+
 def test_external_auth_down_is_500_not_open(dataplane, service):
     dead = free_port()
     apply(dataplane, site(service, Location("/", backend="app", auth=Auth(external=ExternalAuth(

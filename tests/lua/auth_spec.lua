@@ -51,7 +51,7 @@ describe("auth.validate", function()
     assert.is_not_nil(auth.validate({ satisfy = "all", realm = "", type = "ntlm" }))
     assert.is_not_nil(auth.validate({ satisfy = "all", realm = "", type = "basic", users = { ["a:b"] = "x" } }))
     assert.is_not_nil(auth.validate({ satisfy = "all", realm = "", type = "digest", users = { a = "nothex!" } }))
-    for _, url in ipairs({ "ftp://x/", "http://u:p@x/", "http://x/$host", 'http://x/"', "http://x/ y" }) do
+    for _, url in ipairs({ "ftp://x/", "http://u:p@x/", "http://x/$", 'http://x/"', "http://x/ y" }) do
       assert.is_not_nil(auth.validate({ satisfy = "all", realm = "", external = {
         url = url, redirect_param = "rd", cache_seconds = 0 } }), url)
     end
@@ -141,5 +141,27 @@ describe("auth_external", function()
   it("finds the Host of the auth URL", function()
     assert.equal("auth.ns.svc:8080", external.host_of("http://auth.ns.svc:8080/check?x"))
     assert.equal("[fd00::1]", external.host_of("https://[fd00::1]/x"))
+  end)
+end)
+
+describe("auth_external.template", function()
+  it("splits a URL into literal parts and variables", function()
+    assert.is_nil(external.template("https://auth/x"))
+    assert.same({ "https://", "$host", "/x?rd=", "$escaped_request_uri" },
+                external.template("https://$host/x?rd=${escaped_request_uri}"))
+    local vars = { host = "app.example", escaped_request_uri = "%2Fp" }
+    assert.equal("https://app.example/x?rd=%2Fp",
+                 external.expand(external.template("https://$host/x?rd=$escaped_request_uri"),
+                                 function(n) return vars[n] end))
+  end)
+  it("validates URLs with variables", function()
+    local function check(url)
+      return auth.validate({ satisfy = "all", realm = "", external = { url = url, redirect_param = "rd",
+                                                                        cache_seconds = 0 } })
+    end
+    assert.is_nil(check("https://$host/oauth2/auth"))
+    assert.is_nil(check("$scheme://${host}/oauth2/auth?rd=$escaped_request_uri"))
+    assert.is_not_nil(check("https://$host/x;y"))
+    assert.is_not_nil(check("https://${host/x"))
   end)
 end)
