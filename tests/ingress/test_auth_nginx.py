@@ -68,7 +68,8 @@ class _Service(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        echoed = json.dumps({"user": self.headers.get("X-Auth-User"), "path": self.path}).encode()
+        echoed = json.dumps({"user": self.headers.get("X-Auth-User"), "path": self.path,
+                             **({"tenant": self.headers["X-Tenant"]} if "X-Tenant" in self.headers else {})}).encode()
         self.send_response(200)
         self.send_header("X-Backend", "app")
         self.send_header("Content-Type", "application/json")
@@ -208,6 +209,24 @@ def test_external_auth_urls_with_request_variables(dataplane, service):
     assert service.calls[-1]["path"] == "/auth/app.example?m=GET"
     r = dataplane.get("/p?q=1", host=HOST)
     assert (r.status_code, r.headers["location"]) == (302, "https://app.example/oauth2/start?rd=%2Fp%3Fq%3D1")
+
+
+def test_external_auth_proxy_headers_method_and_redirect_header(dataplane, service):
+    port = service.server_address[1]
+    ext = ExternalAuth(url=f"http://127.0.0.1:{port}/auth", method="POST", proxy_headers=(("X-Tenant", "blue"),),
+                       request_redirect="/after")
+    apply(dataplane, site(service, Location("/", backend="app", auth=Auth(external=ext))))
+    r = dataplane.get("/p", host=HOST, headers={"X-Token": "good", "X-Tenant": "red"})
+    call = service.calls[-1]
+    assert (call["method"], call["headers"]["x-tenant"]) == ("POST", "blue")
+    assert call["headers"]["x-auth-request-redirect"] == "/after"
+    assert r.json()["tenant"] == "red"  # the upstream gets the client's own header back
+    # Without auth-request-redirect the header is the request URI.
+    apply(dataplane, site(service, Location("/", backend="app", auth=Auth(external=ExternalAuth(
+        url=f"http://127.0.0.1:{port}/auth")))))
+    dataplane.get("/q?x=1", host=HOST, headers={"X-Token": "good"})
+    assert service.calls[-1]["headers"]["x-auth-request-redirect"] == "/q?x=1"
+    assert "x-tenant" not in service.calls[-1]["headers"]
 
 
 def test_external_auth_down_is_500_not_open(dataplane, service):
