@@ -5,10 +5,10 @@
 -- Called by router.route() in the lane's rewrite phase, where the allow/deny
 -- check was: nginx's access phase order (allow/deny, then auth_basic, then
 -- auth_request). `satisfy all` (the default) needs the source address
--- allowed *and* the credentials; `satisfy any` lets either suffice (an
--- address the allow list admits skips authentication; any other address
--- must authenticate; without an allow/deny list there is nothing else that
--- could suffice, so authentication is required).
+-- not refused *and* the credentials; `satisfy any` lets either suffice: an
+-- address an allow list admits skips authentication, any other address
+-- (denied, or one no list has an opinion of, as with a deny list alone)
+-- must authenticate.
 --
 -- The payload holds credentials (hashes, HA1s): this module never logs them
 -- or a request's Authorization header.
@@ -145,23 +145,22 @@ local function local_check(a)
   return true
 end
 
---- Decides, per `satisfy`, whether `address_denied` (nil: the route has no
--- allow/deny list) lets the request through without authentication, must
--- be refused (403), or must authenticate. Pure: "pass", "deny", "auth".
-function M.decide(satisfy, address_denied)
-  if address_denied == nil then
-    return "auth"
-  end
+--- Decides, per `satisfy`, what the address lists' verdict `address` means
+-- ("denied"; "allowed": an allow list admits it; nil: no list has an
+-- opinion, as nginx's access module declines when no rule matches, e.g. a
+-- deny list alone): "pass" without authentication, "deny" (403), or "auth".
+-- Pure.
+function M.decide(satisfy, address)
   if satisfy == "any" then
-    return address_denied and "auth" or "pass"
+    return address == "allowed" and "pass" or "auth"
   end
-  return address_denied and "deny" or "auth"
+  return address == "denied" and "deny" or "auth"
 end
 
 --- Apply `a` (compiled) to the current request; returns only when it may
 -- proceed (else the response is sent with ngx.exit / ngx.redirect).
-function M.access(a, address_denied)
-  local decision = M.decide(a.satisfy, address_denied)
+function M.access(a, address)
+  local decision = M.decide(a.satisfy, address)
   if decision == "pass" then
     return
   end

@@ -584,11 +584,11 @@ function M.route(lane)
     limits(location, policy)
   end
   if policy.auth ~= nil then
-    local denied = nil -- no allow/deny list
+    local address = nil -- what the allow/deny lists say: nil (nothing), "denied", "allowed"
     if policy.deny ~= nil or policy.allow ~= nil then
-      denied = access_denied(policy)
+      address = access_denied(policy) and "denied" or (policy.allow ~= nil and "allowed" or nil)
     end
-    require("auth").access(policy.auth, denied)
+    require("auth").access(policy.auth, address)
   elseif (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
     return ngx.exit(ngx.HTTP_FORBIDDEN)
   end

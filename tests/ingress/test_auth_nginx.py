@@ -251,16 +251,19 @@ def test_external_auth_cache(dataplane, service):
     assert len(service.calls) == 3
 
 
-@pytest.mark.parametrize("satisfy, allow, creds, status", [
-    ("all", "127.0.0.1/32", False, 401),  # the address is allowed, the password still needed
-    ("all", "127.0.0.1/32", True, 200),
-    ("all", "10.0.0.0/8", True, 403),  # the address is not allowed: no password helps
-    ("any", "127.0.0.1/32", False, 200),  # the address suffices
-    ("any", "10.0.0.0/8", False, 401),  # else the password must
-    ("any", "10.0.0.0/8", True, 200),
+@pytest.mark.parametrize("satisfy, access, creds, status", [
+    ("all", {"allow": ("127.0.0.1/32",)}, False, 401),  # the address is allowed, the password still needed
+    ("all", {"allow": ("127.0.0.1/32",)}, True, 200),
+    ("all", {"allow": ("10.0.0.0/8",)}, True, 403),  # the address is not allowed: no password helps
+    ("any", {"allow": ("127.0.0.1/32",)}, False, 200),  # the address suffices
+    ("any", {"allow": ("10.0.0.0/8",)}, False, 401),  # else the password must
+    ("any", {"allow": ("10.0.0.0/8",)}, True, 200),
+    ("any", {"deny": ("10.0.0.0/8",)}, False, 401),  # a deny list alone admits nobody by itself
+    ("any", {"deny": ("127.0.0.1/32",)}, True, 200),  # denied, but the password suffices
+    ("all", {"deny": ("127.0.0.1/32",)}, True, 403),
 ])
-def test_satisfy(dataplane, service, satisfy, allow, creds, status):
+def test_satisfy(dataplane, service, satisfy, access, creds, status):
     auth = Auth("basic", "Staff", (("plain", "{PLAIN}pw-plain"),), satisfy=satisfy)
-    apply(dataplane, site(service, Location("/", backend="app", access=AccessControl(allow=(allow,)), auth=auth)))
+    apply(dataplane, site(service, Location("/", backend="app", access=AccessControl(**access), auth=auth)))
     kwargs = {"auth": ("plain", "pw-plain")} if creds else {}
     assert dataplane.get("/", host=HOST, **kwargs).status_code == status

@@ -23,17 +23,17 @@ local function b64decode(s)
 end
 
 describe("auth.decide (satisfy)", function()
-  it("without an address list always authenticates", function()
+  it("without an opinion of the address lists always authenticates", function()
     assert.equal("auth", auth.decide("all", nil))
-    assert.equal("auth", auth.decide("any", nil))
+    assert.equal("auth", auth.decide("any", nil)) -- a deny list alone has no opinion of others
   end)
   it("all: a denied address is refused, an allowed one still authenticates", function()
-    assert.equal("deny", auth.decide("all", true))
-    assert.equal("auth", auth.decide("all", false))
+    assert.equal("deny", auth.decide("all", "denied"))
+    assert.equal("auth", auth.decide("all", "allowed"))
   end)
   it("any: an allowed address passes, a denied one may authenticate", function()
-    assert.equal("pass", auth.decide("any", false))
-    assert.equal("auth", auth.decide("any", true))
+    assert.equal("pass", auth.decide("any", "allowed"))
+    assert.equal("auth", auth.decide("any", "denied"))
   end)
 end)
 
