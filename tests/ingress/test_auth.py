@@ -225,3 +225,17 @@ def test_the_resolver_comes_from_resolv_conf(tmp_path):
     conf.write_text("search x\nnameserver 10.96.0.10\nnameserver fd00::a\nnameserver bad;\n")
     assert auth_mod.resolvers(str(conf)) == "10.96.0.10 [fd00::a]"
     assert auth_mod.resolvers(str(tmp_path / "none")) == ""
+
+
+# --- the admission webhook ------------------------------------------------------------
+
+
+def test_the_webhook_refuses_bad_auth_values_and_warns_of_a_missing_secret():
+    from tests.ingress.test_webhook_review import Cluster, web_ingress
+    bad = Cluster().review("CREATE", web_ingress("a", annotations={PREFIX + "auth-url": "https://$args/x"}))
+    assert not bad.allowed and PREFIX + "auth-url" in bad.errors[0]
+    # A Secret may come after its Ingress (kubectl apply of a folder): allowed,
+    # with the warning that it is not served until then.
+    late = Cluster().review("CREATE", web_ingress("a", annotations={PREFIX + "auth-type": "basic",
+                                                                    PREFIX + "auth-secret": "later"}))
+    assert late.allowed and any("Secret 'default/later' not found" in w for w in late.warnings)

@@ -52,3 +52,47 @@ def test_basic_auth_follows_its_secret_and_fails_closed(fake_api, ingress_contro
     problems = str(running.status())
     assert "AuthSecretNotFound" in problems and "pw-bob" not in problems and "PLAIN" not in problems
     assert running.status()["reload_count"] == reloads
+
+
+def test_global_auth_from_the_configmap(fake_api, ingress_controller, netns_backends):
+    """global-auth-url covers every Ingress but those that opt out; a bad
+    value refuses the Ingresses it would cover (never serves them open)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Auth(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.headers.get("X-Token") == "good" else 401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Auth)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backends = netns_backends(["web"])
+        fake_api.create(o.ingress_class())
+        fake_api.create(o.service("web"))
+        fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
+        url = f"http://127.0.0.1:{server.server_address[1]}/check"
+        fake_api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ingress", "namespace": "default"},
+                         "data": {"global-auth-url": url}})
+        fake_api.create(o.ingress("covered", "covered.example", [("/", "web", 80)]))
+        fake_api.create(o.ingress("out", "out.example", [("/", "web", 80)], annotations={"enable-global-auth": "false"}))
+        running = ingress_controller("--configmap", "default/ingress")
+        running.wait_ready()
+        wait_for(lambda: running.get("/", host="covered.example").status_code == 401, 10, message="global auth")
+        assert running.get("/", host="covered.example", headers={"X-Token": "good"}).text == "web"
+        assert running.get("/", host="out.example").text == "web"
+
+        cm = fake_api.get("ConfigMap", "default", "ingress")
+        cm["data"] = {"global-auth-url": "ftp://nowhere/"}
+        fake_api.update(cm)
+        wait_for(lambda: running.get("/", host="covered.example", headers={"X-Token": "good"}).status_code == 404,
+                 10, message="covered Ingress refused while the global auth is invalid")
+        assert running.get("/", host="out.example").text == "web"
+    finally:
+        server.shutdown()
+        server.server_close()
