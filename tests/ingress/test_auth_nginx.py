@@ -70,7 +70,7 @@ class _Service(BaseHTTPRequestHandler):
             return
         echoed = json.dumps({"user": self.headers.get("X-Auth-User"), "path": self.path,
                              **({"tenant": self.headers["X-Tenant"]} if "X-Tenant" in self.headers else {})}).encode()
-        self.send_response(200)
+        self.send_response(404 if self.path.startswith("/missing") else 200)
         self.send_header("X-Backend", "app")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(echoed)))
@@ -227,6 +227,16 @@ def test_external_auth_proxy_headers_method_and_redirect_header(dataplane, servi
     dataplane.get("/q?x=1", host=HOST, headers={"X-Token": "good"})
     assert service.calls[-1]["headers"]["x-auth-request-redirect"] == "/q?x=1"
     assert "x-tenant" not in service.calls[-1]["headers"]
+
+
+def test_auth_always_set_cookie(dataplane, service):
+    """The auth answer's cookie: on 2xx/3xx answers only, or on every answer."""
+    port = service.server_address[1]
+    for always, on_404 in ((False, None), (True, "session=abc; Path=/")):
+        ext = ExternalAuth(url=f"http://127.0.0.1:{port}/auth", always_set_cookie=always)
+        apply(dataplane, site(service, Location("/", backend="app", auth=Auth(external=ext))))
+        assert dataplane.get("/ok", host=HOST, headers={"X-Token": "good"}).headers["set-cookie"] == "session=abc; Path=/"
+        assert dataplane.get("/missing", host=HOST, headers={"X-Token": "good"}).headers.get("set-cookie") == on_404
 
 
 def test_external_auth_down_is_500_not_open(dataplane, service):
