@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from platformd.ingress import validate as v
@@ -232,8 +232,18 @@ def _choice(*allowed: str):
     return parse
 
 
-# annotation -> parser (text -> value; Invalid = refused). All but
-# auth-cache-key pass annotations._plain first (no '$').
+def _request_redirect(text: str) -> str:
+    """auth-request-redirect is a URL or an absolute path (ingress-nginx
+    sends it as X-Auth-Request-Redirect)."""
+    value = text.strip()
+    if re.fullmatch(r"/[!%&'()*+,\-./0-9:=?@A-Z_a-z~]{0,2047}", value):
+        return value
+    return url(value)
+
+
+# annotation -> parser (text -> value; Invalid = refused). Values pass
+# annotations._plain first; auth-cache-key, auth-url and auth-signin may
+# keep '$' (and "${}"), each variable checked against their allowlist here.
 PARSERS: dict[str, Any] = {
     "auth-type": _choice("basic", "digest"),
     "auth-secret": object_ref,
@@ -244,7 +254,7 @@ PARSERS: dict[str, Any] = {
     "auth-signin": url_template,
     "auth-signin-redirect-param": query_param,
     "auth-response-headers": header_list,
-    "auth-request-redirect": url,
+    "auth-request-redirect": _request_redirect,
     "auth-proxy-set-headers": object_ref,
     "auth-cache-key": cache_key,
     "auth-cache-duration": cache_duration,
@@ -256,18 +266,6 @@ PARSERS: dict[str, Any] = {
     "enable-global-auth": _bool,
     "satisfy": _choice("any", "all"),
 }
-
-
-def _request_redirect(text: str) -> str:
-    """auth-request-redirect is a URL or an absolute path (ingress-nginx
-    sends it as X-Auth-Request-Redirect)."""
-    value = text.strip()
-    if re.fullmatch(r"/[!%&'()*+,\-./0-9:=?@A-Z_a-z~]{0,2047}", value):
-        return value
-    return url(value)
-
-
-PARSERS["auth-request-redirect"] = _request_redirect
 
 
 # --- the model -----------------------------------------------------------------
@@ -565,7 +563,7 @@ def resolve(req: AuthRequest, namespace: str, secrets: Mapping[str, dict], confi
                                "name with a plain value (no quotes, ';', braces, '$' or control characters); "
                                "the Ingress is not served")
             headers.append((name, value))
-        external = ExternalAuth(**{**external.__dict__, "proxy_headers": tuple(headers[:MAX_HEADERS])})
+        external = replace(external, proxy_headers=tuple(headers[:MAX_HEADERS]))
     if not local_type and external is None:
         return None  # satisfy alone, without auth: the allow list decides
     return Auth(local_type, realm_text, users, external, req.satisfy)
