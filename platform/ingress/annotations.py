@@ -7,11 +7,13 @@ value that got in has passed the model's validators) plus an
 
 Safety: before its own parser runs, every string value passes ``_plain``
 (no control characters, quotes, backslashes, backticks, ``;``, braces or
-``$``). The only exceptions are the three annotations whose grammar needs
+``$``). The only exceptions are the annotations whose grammar needs
 ``$`` or braces, and each has a stricter validator of its own:
 ``rewrite-target`` (``$1``..``$9`` capture groups only), ``upstream-hash-by``
 (nginx variables only, read by Lua) and ``canary-by-header-pattern`` (a regex
-with a location regex's token rules, compiled by Lua's own engine). So no annotation value can end an nginx token
+with a location regex's token rules, compiled by Lua's own engine); and
+``auth-url``, ``auth-signin``, ``auth-cache-key``, which may hold request
+variables from an allowlist (``auth``), read by Lua by name. So no annotation value can end an nginx token
 or directive, expand a variable, or reach Lua code.
 
 Scope: all annotations here are Ingress-wide; the translator decides what an
