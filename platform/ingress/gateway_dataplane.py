@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from platformd.ingress import validate as v
-from platformd.ingress.gateway_lowering import Lowered, merge
+from platformd.ingress.gateway_lowering import Lowered, merge, merge_locations
 from platformd.ingress.model import Configuration
 
 __all__ = ["GatewayPlane", "extend"]
@@ -38,7 +38,7 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
     """``config`` with ``lowered`` merged in, and the Gateway host names left out
     because another Server already serves them as an alias. Raises
     ``ValidationError`` when the result is not a valid Configuration."""
-    if not lowered.servers:
+    if not (lowered.servers or lowered.bound or lowered.any_host):
         return config, ()
     aliases = {alias for server in config.servers for alias in server.aliases}
     servers = tuple(s for s in lowered.servers if s.hostname not in aliases)
@@ -48,15 +48,28 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
     extended = replace(
         config, servers=merge(config.servers, servers),
         backends=config.backends + tuple(b for b in lowered.backends if b.name not in backend_names),
-        certificates=config.certificates + tuple(c for c in lowered.certificates if c.id not in certificate_ids))
+        certificates=config.certificates + tuple(c for c in lowered.certificates if c.id not in certificate_ids),
+        default_server_locations=merge_locations(config.default_server_locations, lowered.any_host),
+        bound=lowered.bound)
     return extended, left_out
+
+
+def with_listen_ports(config: Configuration, ports: tuple[int, ...]) -> Configuration:
+    """``config`` whose nginx.conf also listens on the mapped Gateway listener
+    ports (``--gateway-listener-port``): fixed at start, so never a reload."""
+    listen = config.settings.listen
+    if listen.gateway_ports == ports:
+        return config
+    return replace(config, settings=replace(config.settings, listen=replace(listen, gateway_ports=ports)))
 
 
 class GatewayPlane:
     """See the module docstring. ``plane``: the real ``DataPlane``."""
 
-    def __init__(self, plane, on_applied: Callable[[int], None] | None = None) -> None:
+    def __init__(self, plane, on_applied: Callable[[int], None] | None = None,
+                 listen_ports: tuple[int, ...] = ()) -> None:
         self._plane = plane
+        self.listen_ports = listen_ports
         self.on_applied = on_applied
         self._lock = threading.Lock()
         self._published: tuple[int, Lowered] = (0, Lowered())  # replaced whole
@@ -73,6 +86,7 @@ class GatewayPlane:
 
     def submit(self, desired: Configuration):
         version, lowered = self._published
+        desired = with_listen_ports(desired, self.listen_ports)
         try:
             merged, self.left_out = extend(desired, lowered)
             self.last_error = None

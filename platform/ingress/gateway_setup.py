@@ -76,7 +76,9 @@ def options_of(args: argparse.Namespace) -> GatewayOptions:
 def wrap_plane(args: argparse.Namespace, plane):
     """What the Ingress controller submits through: a ``GatewayPlane`` around
     ``plane`` (it merges the Gateway routes in), or ``plane`` when off."""
-    return plane if args.gateway_api == "off" else GatewayPlane(plane)
+    if args.gateway_api == "off":
+        return plane
+    return GatewayPlane(plane, listen_ports=tuple(sorted(dict(args.gateway_listener_port).values())))
 
 
 def create(args: argparse.Namespace, source, api, factory_class, ingress_controller, publish_addresses,

@@ -131,6 +131,7 @@ class NginxView:
     read_timeout: int
     buffering: str  # "on" / "off"
     proxy_lanes: tuple[str, ...] = ("on", "off")  # @platform_proxy_<buffering>
+    gateway_ports: tuple[int, ...] = ()  # mapped Gateway listener ports (plain HTTP)
 
 
 def build(config: Configuration, paths: RuntimePaths) -> NginxView:
@@ -169,6 +170,7 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         http_port=settings.listen.http_port,
         https_port=settings.listen.https_port,
         reuse_port=settings.listen.reuse_port,
+        gateway_ports=tuple(sorted(settings.listen.gateway_ports)),
         socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
         # A plain path (letters, digits, . _ / + @ = , -) in double quotes is
         # also a valid Lua string literal.

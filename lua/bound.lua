@@ -1,0 +1,99 @@
+--- Gateway route tables of one local address and port.
+--
+-- Two Gateways with identical listeners (same port, no hostname) differ only
+-- by the local address a request arrives on, and a listener on a mapped port
+-- (--gateway-listener-port) serves only its own routes. The controller sends
+-- such tables as the "binds" of the routes meta section
+-- (platformd.ingress.bound); the router asks `find` first, and only when the
+-- section has any (no pool and no mapped port: no work at all):
+--   table: "<local address> <local port>", else "* <local port>"; none: the
+--          Ingress table decides (nil);
+--   host:  the exact name, else the longest wildcard suffix ("*.example.com"
+--          covers one or more labels, as Gateway API says), else the
+--          listener without hostname ("*"); none: the Ingress table on
+--          --http-port / --https-port ("fallback"), 404 on a mapped port.
+-- $server_addr costs a getsockname() on wildcard listens: it is read only
+-- when some table names an address (a pool is configured).
+local reader = require("util.variable").reader
+
+local var_server_addr = reader("server_addr")
+local var_server_port = reader("server_port")
+
+local sub = string.sub
+local find = string.find
+
+local M = {}
+
+-- Every path answers 404: a mapped port's name that no listener has.
+M.EMPTY = { exact = {}, prefix = {}, longest = 0 }
+
+--- The raw "binds" list -> {tables = {[key] = table}, addressed = bool}, or
+-- nil when there is none. `compile_host(raw, policies)` is the router's.
+function M.compile(binds, compile_host, policies, null)
+  if binds == nil or binds == null or binds[1] == nil then
+    return nil
+  end
+  local out = { tables = {}, addressed = false }
+  for _, b in ipairs(binds) do
+    local address = b.address
+    if address == null then
+      address = nil
+    end
+    local t = { hosts = {}, fallback = b.fallback, default = nil }
+    for name, h in pairs(b.hosts) do
+      t.hosts[name] = compile_host(h, policies)
+    end
+    if b.default ~= nil and b.default ~= null then
+      t.default = compile_host(b.default, policies)
+    end
+    out.tables[(address or "*") .. " " .. b.port] = t
+    if address ~= nil then
+      out.addressed = true
+    end
+  end
+  return out
+end
+
+--- The host of `t` serving `name` (lower-case, no port), or nil.
+function M.lookup(t, name)
+  if name ~= nil then
+    local hosts = t.hosts
+    local host = hosts[name]
+    if host ~= nil then
+      return host
+    end
+    local dot = find(name, ".", 1, true)
+    while dot ~= nil do
+      host = hosts["*" .. sub(name, dot)]
+      if host ~= nil then
+        return host
+      end
+      dot = find(name, ".", dot + 1, true)
+    end
+  end
+  if t.default ~= nil then
+    return t.default
+  end
+  if t.fallback then
+    return nil
+  end
+  return M.EMPTY
+end
+
+--- The table for local `address` and `port` (strings), or nil.
+function M.table(binds, address, port)
+  local tables = binds.tables
+  local t = address ~= nil and tables[address .. " " .. port] or nil
+  return t or tables["* " .. port]
+end
+
+--- The host serving this request's `name`, or nil: the Ingress table decides.
+function M.find(binds, name)
+  local t = M.table(binds, binds.addressed and var_server_addr() or nil, var_server_port())
+  if t == nil then
+    return nil
+  end
+  return M.lookup(t, name)
+end
+
+return M
