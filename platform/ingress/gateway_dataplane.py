@@ -54,20 +54,22 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
     return extended, left_out
 
 
-def with_listen_ports(config: Configuration, ports: tuple[int, ...]) -> Configuration:
+def with_listen_ports(config: Configuration, ports: tuple[tuple[tuple[int, int], ...], ...]) -> Configuration:
     """``config`` whose nginx.conf also listens on the mapped Gateway listener
-    ports (``--gateway-listener-port``): fixed at start, so never a reload."""
+    ports (``--gateway-listener-port``; (local, listener) pairs, plain and
+    TLS): fixed at start, so never a reload."""
     listen = config.settings.listen
-    if listen.gateway_ports == ports:
+    if (listen.gateway_ports, listen.gateway_tls_ports) == ports:
         return config
-    return replace(config, settings=replace(config.settings, listen=replace(listen, gateway_ports=ports)))
+    listen = replace(listen, gateway_ports=ports[0], gateway_tls_ports=ports[1])
+    return replace(config, settings=replace(config.settings, listen=listen))
 
 
 class GatewayPlane:
     """See the module docstring. ``plane``: the real ``DataPlane``."""
 
     def __init__(self, plane, on_applied: Callable[[int], None] | None = None,
-                 listen_ports: tuple[int, ...] = ()) -> None:
+                 listen_ports: tuple[tuple[tuple[int, int], ...], ...] = ((), ())) -> None:
         self._plane = plane
         self.listen_ports = listen_ports
         self.on_applied = on_applied

@@ -490,16 +490,22 @@ class Listen:
     http_port: int = 80
     https_port: int = 443
     reuse_port: bool = False
-    # Local ports of Gateway listeners other than 80/443 (--gateway-listener-port):
-    # fixed at start, so they never cause a reload.
-    gateway_ports: tuple[int, ...] = ()
+    # (local port, listener port) of Gateway listeners other than 80/443
+    # (--gateway-listener-port): fixed at start, so they never cause a reload.
+    gateway_ports: tuple[tuple[int, int], ...] = ()
+    gateway_tls_ports: tuple[tuple[int, int], ...] = ()  # the same, served with TLS (HTTPS listeners)
 
     def __post_init__(self) -> None:
         v.port("listen.http_port", self.http_port)
         v.port("listen.https_port", self.https_port)
-        for port in self.gateway_ports:
-            v.port("listen.gateway_ports", port)
-        if len({self.http_port, self.https_port, *self.gateway_ports}) != 2 + len(self.gateway_ports):
+        pairs = (*self.gateway_ports, *self.gateway_tls_ports)
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise v.ValidationError("listen.gateway_ports", pair, "must be (local port, listener port)")
+            v.port("listen.gateway_ports", pair[0])
+            v.port("listen.gateway_ports", pair[1])
+        ports = [local for local, _ in pairs]
+        if len({self.http_port, self.https_port, *ports}) != 2 + len(ports):
             raise v.ValidationError("listen.gateway_ports", self.gateway_ports, "a local port is listed twice")
 
 
