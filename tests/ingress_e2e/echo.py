@@ -2,7 +2,7 @@
 
 Runs inside a network namespace (see ``netns.py``); every listener answers any
 request with the body ``NAME`` and the headers ``X-Backend: NAME``,
-``X-Path`` (the request target) and ``X-Host`` (the Host header), after ``X-Echo-Delay`` seconds if asked. Prints
+``X-Path`` (the request target) and ``X-Host`` (the Host header), ``X-Seen-Forwarded-Port``, after ``X-Echo-Delay`` seconds if asked. Prints
 ``ready`` once all listeners are bound.
 """
 
@@ -31,6 +31,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Backend", self.server.name)  # type: ignore[attr-defined]
         self.send_header("X-Path", self.path)
         self.send_header("X-Host", self.headers.get("Host", ""))
+        self.send_header("X-Seen-Forwarded-Port", self.headers.get("X-Forwarded-Port", ""))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

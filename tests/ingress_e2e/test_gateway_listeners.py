@@ -66,7 +66,8 @@ def test_gateways_with_identical_listeners_are_told_apart_by_address(fake_api, i
     fake_api.create(_plain(gateway("gw-a", addresses=[{"type": "IPAddress", "value": "127.0.0.5"}])))
     fake_api.create(_plain(gateway("gw-b", created="2026-01-02T00:00:00Z", listeners=[
         listener("http"), listener("wild", hostname="*.wild.example")])))
-    fake_api.create(_plain(http_route("ra", parents=[{"name": "gw-a"}], rules=[rule(backend("a"))])))
+    fake_api.create(_plain(http_route("ra", parents=[{"name": "gw-a"}], hostnames=["any.example"],
+                                      rules=[rule(backend("a"))])))
     fake_api.create(_plain(http_route("rb", parents=[{"name": "gw-b", "sectionName": "http"}],
                                       rules=[rule(backend("b"))])))
     fake_api.create(_plain(http_route("rw", parents=[{"name": "gw-b", "sectionName": "wild"}],
@@ -87,8 +88,11 @@ def test_gateways_with_identical_listeners_are_told_apart_by_address(fake_api, i
     # Gateway routes are not served on other local addresses; Ingresses are.
     assert _get(client, "127.0.0.1", port, "any.example").status_code == 404
     assert _get(client, "127.0.0.1", port, "ing.example").text == "ingress"
-    # On a Gateway's address its listener without hostname takes every name, Ingress hosts included.
-    assert _get(client, "127.0.0.5", port, "ing.example").text == "a"
+    # On a Gateway's address its host names come first: a listener without hostname whose route
+    # has none takes every name, Ingress hosts included; names no route there has go to the Ingresses.
+    assert _get(client, "127.0.0.4", port, "ing.example").text == "b"
+    assert _get(client, "127.0.0.5", port, "ing.example").text == "ingress"
+    assert _get(client, "127.0.0.5", port, "other.example").status_code == 404
 
 
 def test_routes_on_mapped_listener_ports_and_redirects_look_like_the_listener_port(fake_api, ingress_controller,
@@ -117,7 +121,8 @@ def test_routes_on_mapped_listener_ports_and_redirects_look_like_the_listener_po
     mapped = free_port()
     running = ingress_controller("--publish-status-address", "192.0.2.1", "--gateway-listener-port", f"8080={mapped}")
     running.wait_ready()
-    _served(client, "127.0.0.1", mapped, "app.example", "/", "alt")
+    served = _served(client, "127.0.0.1", mapped, "app.example", "/", "alt")
+    assert served.headers["x-seen-forwarded-port"] == "8080"  # the listener's port, not the local one
     assert _get(client, "127.0.0.1", running.http_port, "app.example").text == "web"
     # A mapped port serves only its listeners: no Ingress fallback, 404 for other names.
     assert _get(client, "127.0.0.1", mapped, "other.example").status_code == 404
@@ -186,3 +191,39 @@ def test_without_a_pool_gateways_share_the_address_and_colliding_listeners_confl
              20, message="HostnameConflict")
     assert _listener_conditions(fake_api, "gw-1", "http").get("Conflicted") == ("False", "NoConflicts")
     assert _addresses(fake_api, "gw-1") == _addresses(fake_api, "gw-2") == ["192.0.2.1"]
+
+
+def test_https_listener_on_a_mapped_tls_port_and_a_pool_address(fake_api, ingress_controller, netns_backends,
+                                                                 tmp_path):
+    import socket
+    import ssl
+
+    from tests.helpers.certs import self_signed
+    backends = netns_backends(["secure"])
+    _seed_backends(fake_api, backends, ["secure"])
+    cert, key = self_signed("secure.example", tmp_path)
+    fake_api.create(o.tls_secret("cert", cert, key))
+    fake_api.create(_plain(gateway_class()))
+    tls = {"mode": "Terminate", "certificateRefs": [{"name": "cert"}]}
+    fake_api.create(_plain(gateway(listeners=[listener("tls", 8443, "HTTPS", "secure.example", tls=tls)])))
+    fake_api.create(_plain(http_route(rules=[rule(backend("secure")), {
+        "matches": [path("/go")], "filters": [{"type": "RequestRedirect", "requestRedirect": {}}]}])))
+    mapped = free_port()
+    running = ingress_controller("--publish-status-address", "192.0.2.1", "--gateway-address-pool", "127.0.0.6",
+                                 "--gateway-listener-port", f"8443={mapped}/https")
+    running.wait_ready()
+    context = ssl.create_default_context(cadata=cert)
+
+    def request(target):
+        with socket.create_connection(("127.0.0.6", mapped), timeout=5) as raw:
+            with context.wrap_socket(raw, server_hostname="secure.example") as conn:  # verifies the certificate
+                conn.sendall(f"GET {target} HTTP/1.1\r\nHost: secure.example\r\nConnection: close\r\n\r\n".encode())
+                data = b""
+                while chunk := conn.recv(65536):
+                    data += chunk
+        return data.decode(errors="replace")
+    answer = wait_for(lambda: (a := request("/")).endswith("secure") and a, 20, message="served over TLS")
+    assert "x-seen-forwarded-port: 8443" in answer.lower()
+    # A redirect that keeps everything shows the listener's scheme and port.
+    assert "location: https://secure.example:8443/go/x?y=1" in request("/go/x?y=1").lower()
+    wait_for(lambda: _addresses(fake_api, "gw") == ["127.0.0.6"], 20, message="status.addresses")
