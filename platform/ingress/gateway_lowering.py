@@ -9,16 +9,24 @@ host out and says why (``Skipped``): serving part of a host's rules, or
 serving them with other semantics, would answer requests the route does not
 mean to answer. What needs the router to grow (the gaps, in
 docs/gateway-api.md): header / query / method matches, weighted or invalid
-backend shares and 500 answers, redirects that keep parts of the request
-(host, path, port), request / response header modifiers, mirrors, timeouts,
-per-address Gateways (``--gateway-address-pool``), listener ports other than
-80/443, and the "any host" entry.
+backend shares and 500 answers, request / response header modifiers and
+mirrors.
+
+Hosts of binds on a pool address (``--gateway-address-pool``) or on a mapped
+listener port (``--gateway-listener-port``) go to tables of their own
+(``Lowered.bound`` -> ``Configuration.bound``, lua/bound.lua), one per local
+address and port; the rest share the Ingress table. A listener without
+hostname ("*") is a table's ``any_host``; on the shared ports it joins the
+catch-all (``Lowered.any_host``). RequestRedirect becomes a
+``RequestRedirect`` the router completes per request (lua/redirect.lua);
+timeouts become the route's connect/send/read timeouts.
 
 A host served only on an HTTPS listener gets ``ssl_redirect`` (plain HTTP
 requests are redirected to HTTPS rather than served); its Server's
 certificate is the first usable Secret of the listener that serves it.
-Wildcard hosts keep their name: the router matches ``*.example.com`` for one
-label, where Gateway API matches one or more.
+Wildcard hosts keep their name: in the shared table the router matches
+``*.example.com`` for one label, where Gateway API matches one or more (the
+bound tables match one or more).
 
 ``merge`` puts the lowered Servers beside the Ingress ones: on a host both
 have, the locations are united and, for the very same match and path, the
@@ -174,17 +182,21 @@ def _locations(entries: tuple[RouteEntry, ...], ssl_redirect: bool) -> tuple[lis
     return locations, targets
 
 
-def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
-            shared: bool) -> tuple[Server, set[tuple[str, int]]]:
-    """The Server of ``hostname``: on the shared ports (``shared``: any
+def _host_locations(hosts: list[HostRoutes], shared: bool) -> tuple[list[Location], set[tuple[str, int]]]:
+    """The locations of one host name: on the shared ports (``shared``: any
     address, --http-port and/or --https-port, beside the Ingresses; a host
     only HTTPS listeners have redirects plain HTTP to HTTPS there) or in one
     bound table (one bind; plain HTTP never reaches it)."""
-    binds = tuple(h.bind for h in hosts)
     if len({h.entries for h in hosts}) > 1:
         raise _Unsupported("different routes on the HTTP and HTTPS listeners need the router")
-    https_only = shared and all(b.protocol == "HTTPS" for b in binds)
-    locations, targets = _locations(hosts[0].entries, ssl_redirect=https_only)
+    https_only = shared and all(h.bind.protocol == "HTTPS" for h in hosts)
+    return _locations(hosts[0].entries, ssl_redirect=https_only)
+
+
+def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
+            shared: bool) -> tuple[Server, set[tuple[str, int]]]:
+    binds = tuple(h.bind for h in hosts)
+    locations, targets = _host_locations(hosts, shared)
     tls = any(b.protocol == "HTTPS" for b in binds)
     certificate = _certificate(binds, hostname, table.certificates) if tls else None
     return Server(hostname=hostname, locations=tuple(locations), tls=tls, tls_certificate=certificate), targets
@@ -216,14 +228,15 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         for name in sorted(by_name, key=lambda n: (hostnames.specificity(n), n)):
             hosts = by_name[name]
             try:
-                server, used = _server(name if name != hostnames.ANY else "any.invalid", hosts, table, is_shared)
+                if name == hostnames.ANY:  # the listener without hostname: served for names no host has
+                    locations, used = _host_locations(hosts, is_shared)
+                    any_host = tuple(locations)
+                else:
+                    server, used = _server(name, hosts, table, is_shared)
+                    servers.append(server)
             except (_Unsupported, v.ValidationError) as exc:
                 skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
                 continue
-            if name == hostnames.ANY:
-                any_host = server.locations
-            else:
-                servers.append(server)
             targets.update(used)
         return servers, any_host
 
