@@ -9,9 +9,11 @@
 --   table: "<local address> <local port>", else "* <local port>"; none: the
 --          Ingress table decides (nil);
 --   host:  the exact name, else the longest wildcard suffix ("*.example.com"
---          covers one or more labels, as Gateway API says), else the
---          listener without hostname ("*"); none: the Ingress table on
---          --http-port / --https-port ("fallback"), 404 on a mapped port.
+--          covers one or more labels, as Gateway API says); on --http-port /
+--          --https-port ("fallback") then the Ingress table's names, so a
+--          name is matched by specificity across both APIs; then the
+--          listener without hostname ("*"); then the Ingress catch-all
+--          (fallback) or 404 (a mapped port).
 -- $server_addr costs a getsockname() on wildcard listens: it is read only
 -- when some table names an address (a pool is configured).
 local reader = require("util.variable").reader
@@ -54,7 +56,8 @@ function M.compile(binds, compile_host, policies, null)
   return out
 end
 
---- The host of `t` serving `name` (lower-case, no port), or nil.
+--- The host of `t` serving `name` (lower-case, no port), or nil and the
+-- table's "*" host (nil: none) when the Ingress table's names come first.
 function M.lookup(t, name)
   if name ~= nil then
     local hosts = t.hosts
@@ -71,13 +74,10 @@ function M.lookup(t, name)
       dot = find(name, ".", dot + 1, true)
     end
   end
-  if t.default ~= nil then
-    return t.default
-  end
   if t.fallback then
-    return nil
+    return nil, t.default
   end
-  return M.EMPTY
+  return t.default or M.EMPTY
 end
 
 --- The table for local `address` and `port` (strings), or nil.
@@ -87,7 +87,8 @@ function M.table(binds, address, port)
   return t or tables["* " .. port]
 end
 
---- The host serving this request's `name`, or nil: the Ingress table decides.
+--- The host serving this request's `name`, or nil (and the "*" host to take
+-- before the Ingress catch-all): the Ingress table's names decide.
 function M.find(binds, name)
   local t = M.table(binds, binds.addressed and var_server_addr() or nil, var_server_port())
   if t == nil then

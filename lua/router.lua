@@ -253,9 +253,10 @@ end
 
 --- The host entry serving `name` (lower-case, no port).
 function M.find(compiled, name)
-  local binds = compiled.binds
+  local binds, any = compiled.binds, nil
   if binds ~= nil then -- Gateways on their own address or port (lua/bound.lua)
-    local host = bound.find(binds, name)
+    local host
+    host, any = bound.find(binds, name)
     if host ~= nil then
       return host
     end
@@ -273,7 +274,7 @@ function M.find(compiled, name)
       end
     end
   end
-  return compiled.default
+  return any or compiled.default
 end
 
 --- The longest Prefix location of `host` matching `uri`, or nil: one hash

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_lowering import Lowered, merge, merge_locations
-from platformd.ingress.model import Configuration
+from platformd.ingress.model import BoundHosts, Configuration, Server
 
 __all__ = ["GatewayPlane", "extend"]
 
@@ -50,8 +50,31 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
         backends=config.backends + tuple(b for b in lowered.backends if b.name not in backend_names),
         certificates=config.certificates + tuple(c for c in lowered.certificates if c.id not in certificate_ids),
         default_server_locations=merge_locations(config.default_server_locations, lowered.any_host),
-        bound=lowered.bound)
+        bound=_with_ingress_paths(config, lowered.bound))
     return extended, left_out
+
+
+def _with_ingress_paths(config: Configuration, tables: tuple[BoundHosts, ...]) -> tuple[BoundHosts, ...]:
+    """``tables`` where a Gateway host on --http-port / --https-port also has
+    the paths of the Ingress host of the same name (the route's location
+    replacing the Ingress's for the same match and path, as ``merge`` does):
+    on one address and port, one name is one host whichever API made it."""
+    listen = config.settings.listen
+    ingress = {name: server for server in config.servers for name in server.names}
+    out = []
+    for table in tables:
+        if table.port in (listen.http_port, listen.https_port) and any(s.hostname in ingress for s in table.servers):
+            servers = tuple(_joined(ingress.get(s.hostname), s) for s in table.servers)
+            table = replace(table, servers=servers)
+        out.append(table)
+    return tuple(out)
+
+
+def _joined(ingress: Server | None, gateway: Server) -> Server:
+    if ingress is None:
+        return gateway
+    return replace(gateway, locations=merge_locations(ingress.locations, gateway.locations),
+                   tls=gateway.tls or ingress.tls, tls_certificate=gateway.tls_certificate or ingress.tls_certificate)
 
 
 def with_listen_ports(config: Configuration, ports: tuple[tuple[tuple[int, int], ...], ...]) -> Configuration:

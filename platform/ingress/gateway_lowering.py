@@ -187,8 +187,6 @@ def _host_locations(hosts: list[HostRoutes], shared: bool) -> tuple[list[Locatio
     address, --http-port and/or --https-port, beside the Ingresses; a host
     only HTTPS listeners have redirects plain HTTP to HTTPS there) or in one
     bound table (one bind; plain HTTP never reaches it)."""
-    if len({h.entries for h in hosts}) > 1:
-        raise _Unsupported("different routes on the HTTP and HTTPS listeners need the router")
     https_only = shared and all(h.bind.protocol == "HTTPS" for h in hosts)
     return _locations(hosts[0].entries, ssl_redirect=https_only)
 
@@ -221,6 +219,13 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
             shared.setdefault(host.hostname, []).append(host)
         else:  # a pool address or a mapped port: a table of its own (lua/bound.lua)
             bound.setdefault((bind.address, bind.port), {}).setdefault(host.hostname, []).append(host)
+    for name, hosts in list(shared.items()):
+        if len({h.entries for h in hosts}) > 1:
+            # Other routes on the HTTP listener than on the HTTPS one (say, a redirect to
+            # https): one table per port, where the name's host is the listener's own.
+            del shared[name]
+            for host in hosts:
+                bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)
     skipped, targets = [], set()
 
     def lowered(by_name: dict[str, list[HostRoutes]], is_shared: bool) -> tuple[list[Server], tuple[Location, ...]]:

@@ -182,3 +182,26 @@ def test_the_pool_never_holds_the_data_planes_internal_address():
     assert "127.0.0.2" not in parse_pool("127.0.0.0/29")
     with pytest.raises(ValueError, match="internal address"):
         parse_pool("127.0.0.3,127.0.0.2")
+
+
+def test_other_routes_on_the_http_and_https_listeners_get_a_table_per_port(tmp_path):
+    cert, key = self_signed("s.example", tmp_path)
+    secret = tls_secret("cert", cert, key)
+    gw = gateway(listeners=[listener("http", 80, "HTTP", "s.example"),
+                            listener("https", 443, "HTTPS", "s.example", tls={"certificateRefs": [{"name": "cert"}]})])
+    to_https = http_route("redirect", parents=[{"name": "gw", "sectionName": "http"}], rules=[
+        {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}])
+    app = http_route("app", parents=[{"name": "gw", "sectionName": "https"}], rules=[rule()])
+    out = _lower(gw, to_https, app, service(), secret, secrets={"default/cert": secret})
+    assert out.servers == () and out.skipped == ()
+    plain, tls = out.bound
+    assert (plain.key, tls.key) == ("* 80", "* 443")
+    assert plain.servers[0].locations[0].request_redirect == RequestRedirect(301, "https", None, None)
+    assert tls.servers[0].locations[0].backend == "default.svc.80.route"
+    assert tls.servers[0].tls_certificate == "default/cert"
+    # The Ingress host of the same name keeps its other paths on those ports; the route wins "/".
+    ingress = Server("s.example", locations=(Location("/", backend="ing"), Location("/legacy", backend="ing")))
+    merged, _ = extend(Configuration(servers=(ingress,)), out)
+    for table in merged.bound:
+        assert [loc.path for loc in table.servers[0].locations] == ["/legacy", "/"]
+        assert table.servers[0].locations[1].backend != "ing"

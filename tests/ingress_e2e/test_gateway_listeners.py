@@ -88,9 +88,10 @@ def test_gateways_with_identical_listeners_are_told_apart_by_address(fake_api, i
     # Gateway routes are not served on other local addresses; Ingresses are.
     assert _get(client, "127.0.0.1", port, "any.example").status_code == 404
     assert _get(client, "127.0.0.1", port, "ing.example").text == "ingress"
-    # On a Gateway's address its host names come first: a listener without hostname whose route
-    # has none takes every name, Ingress hosts included; names no route there has go to the Ingresses.
-    assert _get(client, "127.0.0.4", port, "ing.example").text == "b"
+    # On a Gateway's address names match by specificity across both APIs: an Ingress's exact name
+    # before the Gateway's listener without hostname, which takes the names no one else has.
+    assert _get(client, "127.0.0.4", port, "ing.example").text == "ingress"
+    assert _get(client, "127.0.0.4", port, "unknown.example").text == "b"
     assert _get(client, "127.0.0.5", port, "ing.example").text == "ingress"
     assert _get(client, "127.0.0.5", port, "other.example").status_code == 404
 
@@ -144,7 +145,8 @@ def test_routes_on_mapped_listener_ports_and_redirects_look_like_the_listener_po
     # A listener port no flag maps is not accepted.
     wait_for(lambda: _listener_conditions(fake_api, "gw", "closed").get("Accepted") == ("False", "PortUnavailable"),
              20, message="PortUnavailable")
-    assert _listener_conditions(fake_api, "gw", "alt").get("Programmed") == ("True", "Programmed")
+    wait_for(lambda: _listener_conditions(fake_api, "gw", "alt").get("Programmed") == ("True", "Programmed"), 20,
+             message="alt Programmed")
 
 
 def test_request_timeout_answers_504(fake_api, ingress_controller, netns_backends, client):
@@ -227,3 +229,31 @@ def test_https_listener_on_a_mapped_tls_port_and_a_pool_address(fake_api, ingres
     # A redirect that keeps everything shows the listener's scheme and port.
     assert "location: https://secure.example:8443/go/x?y=1" in request("/go/x?y=1").lower()
     wait_for(lambda: _addresses(fake_api, "gw") == ["127.0.0.6"], 20, message="status.addresses")
+
+
+def test_http_listener_redirects_to_the_https_listener_of_the_same_hostname(fake_api, ingress_controller,
+                                                                           netns_backends, tmp_path):
+    from tests.helpers.certs import self_signed
+    from tests.ingress.gateway_objects import https_listener
+    backends = netns_backends(["app", "legacy"])
+    _seed_backends(fake_api, backends, ["app", "legacy"])
+    cert, key = self_signed("shop.example", tmp_path)
+    fake_api.create(o.tls_secret("cert", cert, key))
+    fake_api.create(o.ingress_class())
+    fake_api.create(o.ingress("old", "shop.example", [("/legacy", "legacy", 80)]))
+    fake_api.create(_plain(gateway_class()))
+    fake_api.create(_plain(gateway(listeners=[listener("http", hostname="shop.example"),
+                                              https_listener(hostname="shop.example")])))
+    fake_api.create(_plain(http_route("to-https", parents=[{"name": "gw", "sectionName": "http"}], rules=[
+        {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}])))
+    fake_api.create(_plain(http_route("app", parents=[{"name": "gw", "sectionName": "https"}],
+                                      rules=[rule(backend("app"))])))
+    running = ingress_controller("--publish-status-address", "192.0.2.1")
+    running.wait_ready()
+    running.wait_served("shop.example", "/cart", "app", https=True, timeout=20)
+    r = running.get("/cart?id=1", host="shop.example")
+    assert (r.status_code, r.headers.get("location")) == (301, "https://shop.example/cart?id=1")
+    # The Ingress on the same host keeps its own path on both ports.
+    assert running.get("/legacy", host="shop.example").text == "legacy"
+    assert running.get("/legacy", host="shop.example", https=True).text == "legacy"
+    assert running.status()["gateway_api"]["not_served"] == []

@@ -219,6 +219,24 @@ describe("router: Gateway tables and redirects (lua/bound.lua, lua/redirect.lua)
       policy.request_redirect)
   end)
 
+  it("finds hosts by specificity across the Gateway table of the local address and the Ingress table", function()
+    local data = assert(validate({
+      { address = "10.0.0.1", port = 80, fallback = true,
+        hosts = { ["*.a.com"] = host({}, { ["/"] = route("gw-wild") }) }, default = host({}, { ["/"] = route("gw-any") }) },
+    }))
+    local compiled = router.compile(data)
+    local saved = _G.ngx
+    _G.ngx = { var = { server_addr = "10.0.0.1", server_port = "80" } }
+    finally(function()
+      _G.ngx = saved
+    end)
+    assert.are.equal("gw-wild", router.find(compiled, "x.y.a.com").root.backend) -- one or more labels
+    assert.are.equal("ingress", router.find(compiled, "a.com").root.backend) -- an exact Ingress name beats "*"
+    assert.are.equal("gw-any", router.find(compiled, "other.com").root.backend) -- before the Ingress catch-all
+    _G.ngx.var.server_addr = "10.0.0.9"
+    assert.are.equal(compiled.default, router.find(compiled, "other.com")) -- not the Gateway's address
+  end)
+
   it("has no tables without binds: the Ingress path does no extra work", function()
     assert.is_nil(router.compile(assert(validate(nil))).binds)
     assert.is_nil(router.compile(assert(validate({}))).binds)
