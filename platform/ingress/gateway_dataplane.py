@@ -12,7 +12,12 @@ version is now served (the Gateway loop turns that into ``Programmed``).
 
 Merging never breaks what the Ingresses serve: a Backend or Certificate the
 configuration already has is kept (an endpoint sync patches the Ingress
-copy, which has the same endpoints); a Gateway Server whose name another
+copy, which has the same endpoints; a Certificate also gets the Gateway's
+host names); Gateway hosts on a pool address or a mapped port go to
+``Configuration.bound`` (joined with the Ingress paths of the same name on
+the shared ports), listeners without hostname to the catch-all; the mapped
+listener ports (``listen_ports``) are added to every configuration's
+``listen`` settings; a Gateway Server whose name another
 Server already serves as an alias is left out (and reported); if the merged
 configuration is still refused by validation, the Ingress configuration is
 submitted alone and ``last_error`` says why.
@@ -27,7 +32,7 @@ from dataclasses import replace
 
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_lowering import Lowered, merge, merge_locations
-from platformd.ingress.model import BoundHosts, Configuration, Server
+from platformd.ingress.model import BoundHosts, Certificate, Configuration, Server
 
 __all__ = ["GatewayPlane", "extend"]
 
@@ -44,14 +49,27 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
     servers = tuple(s for s in lowered.servers if s.hostname not in aliases)
     left_out = tuple(s.hostname for s in lowered.servers if s.hostname in aliases)
     backend_names = {b.name for b in config.backends}
-    certificate_ids = {c.id for c in config.certificates}
     extended = replace(
         config, servers=merge(config.servers, servers),
         backends=config.backends + tuple(b for b in lowered.backends if b.name not in backend_names),
-        certificates=config.certificates + tuple(c for c in lowered.certificates if c.id not in certificate_ids),
+        certificates=_certificates(config.certificates, lowered.certificates),
         default_server_locations=merge_locations(config.default_server_locations, lowered.any_host),
         bound=_with_ingress_paths(config, lowered.bound))
     return extended, left_out
+
+
+def _certificates(ingress: tuple[Certificate, ...], gateway: tuple[Certificate, ...]) -> tuple[Certificate, ...]:
+    """Both, one per id: the Ingress copy of a Secret both use, also serving the
+    Gateway's host names (a host of a bound table has no Server among the
+    Ingress ones to point at it)."""
+    by_id = {c.id: c for c in ingress}
+    for cert in gateway:
+        current = by_id.get(cert.id)
+        if current is None:
+            by_id[cert.id] = cert
+        elif not set(cert.hostnames) <= set(current.hostnames):
+            by_id[cert.id] = replace(current, hostnames=(*current.hostnames, *cert.hostnames))
+    return tuple(by_id.values())
 
 
 def _with_ingress_paths(config: Configuration, tables: tuple[BoundHosts, ...]) -> tuple[BoundHosts, ...]:

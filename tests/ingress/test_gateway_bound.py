@@ -205,3 +205,17 @@ def test_other_routes_on_the_http_and_https_listeners_get_a_table_per_port(tmp_p
     for table in merged.bound:
         assert [loc.path for loc in table.servers[0].locations] == ["/legacy", "/"]
         assert table.servers[0].locations[1].backend != "ing"
+
+
+def test_a_secret_both_apis_use_serves_the_gateways_bound_host_names_too(tmp_path):
+    from platformd.ingress.gateway_lowering import Lowered
+    from platformd.ingress.model import Certificate
+    cert, key = self_signed("s.example", tmp_path)
+    ingress_copy = Certificate("default/cert", cert, key, hostnames=("a.example",))
+    gateway_copy = Certificate("default/cert", cert, key, hostnames=("s.example",))
+    table = BoundHosts("10.0.0.1", 443, (Server("s.example", tls=True, tls_certificate="default/cert",
+                                                locations=(Location("/", backend="b"),)),))
+    merged, _ = extend(Configuration(certificates=(ingress_copy,)),
+                       Lowered(certificates=(gateway_copy,), bound=(table,)))
+    [only] = merged.certificates
+    assert only.hostnames == ("a.example", "s.example")
