@@ -43,7 +43,7 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
     """``config`` with ``lowered`` merged in, and the Gateway host names left out
     because another Server already serves them as an alias. Raises
     ``ValidationError`` when the result is not a valid Configuration."""
-    if not (lowered.servers or lowered.bound or lowered.any_host):
+    if not (lowered.servers or lowered.bound or lowered.any_host or lowered.certificates):
         return config, ()
     aliases = {alias for server in config.servers for alias in server.aliases}
     servers = tuple(s for s in lowered.servers if s.hostname not in aliases)
@@ -54,7 +54,8 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
         backends=config.backends + tuple(b for b in lowered.backends if b.name not in backend_names),
         certificates=_certificates(config.certificates, lowered.certificates),
         default_server_locations=merge_locations(config.default_server_locations, lowered.any_host),
-        bound=_with_ingress_paths(config, lowered.bound))
+        bound=_with_ingress_paths(config, lowered.bound),
+        default_certificate=config.default_certificate or lowered.any_certificate)
     return extended, left_out
 
 

@@ -76,6 +76,9 @@ class Lowered:
     skipped: tuple[Skipped, ...] = ()
     bound: tuple[BoundHosts, ...] = ()  # Gateways on their own address or a mapped port
     any_host: tuple[Location, ...] = ()  # listeners without hostname on the shared ports: the catch-all's
+    # The certificate of an HTTPS listener without hostname (the first one): for SNI names no
+    # certificate lists, unless the Ingresses name a default certificate (one for all addresses).
+    any_certificate: str | None = None
 
 
 def backend_name(service: str, port: int) -> str:
@@ -226,7 +229,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
             del shared[name]
             for host in hosts:
                 bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)
-    skipped, targets = [], set()
+    skipped, targets, any_certificates = [], set(), []
 
     def lowered(by_name: dict[str, list[HostRoutes]], is_shared: bool) -> tuple[list[Server], tuple[Location, ...]]:
         servers, any_host = [], ()
@@ -236,6 +239,9 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
                 if name == hostnames.ANY:  # the listener without hostname: served for names no host has
                     locations, used = _host_locations(hosts, is_shared)
                     any_host = tuple(locations)
+                    binds = tuple(h.bind for h in hosts if h.bind.protocol == "HTTPS")
+                    if binds:  # SNI names nobody lists get this listener's certificate
+                        any_certificates.append(_certificate(binds, hostnames.ANY, table.certificates))
                 else:
                     server, used = _server(name, hosts, table, is_shared)
                     servers.append(server)
@@ -254,7 +260,8 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
     backends = tuple(Backend(backend_name(service, port),
                              endpoints.resolve(service, services.get(service), slices(service), port).endpoints)
                      for service, port in sorted(targets))
-    names_by_cert: dict[str, set[str]] = {}
+    any_certificate = next((c for c in any_certificates if c is not None), None)
+    names_by_cert: dict[str, set[str]] = {any_certificate: set()} if any_certificate is not None else {}
     for server in all_servers:
         if server.tls_certificate is not None:
             names_by_cert.setdefault(server.tls_certificate, set()).add(server.hostname)
@@ -263,7 +270,9 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         loaded = certificates.load(key, secrets.get(key), now)
         if loaded.ok:  # the translation checked it; a Secret changed since is left out
             certs.append(Certificate(key, loaded.cert_pem, loaded.key_pem, hostnames=tuple(sorted(names))))
-    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped), tuple(tables), any_host)
+    if not any(c.id == any_certificate for c in certs):
+        any_certificate = None
+    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped), tuple(tables), any_host, any_certificate)
 
 
 def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server, ...]:

@@ -219,3 +219,15 @@ def test_a_secret_both_apis_use_serves_the_gateways_bound_host_names_too(tmp_pat
                        Lowered(certificates=(gateway_copy,), bound=(table,)))
     [only] = merged.certificates
     assert only.hostnames == ("a.example", "s.example")
+
+
+def test_an_https_listener_without_hostname_serves_its_certificate_for_unknown_names(tmp_path):
+    cert, key = self_signed("any.example", tmp_path)
+    secret = tls_secret("cert", cert, key)
+    gw = gateway(listeners=[listener("https", 443, "HTTPS", tls={"certificateRefs": [{"name": "cert"}]})])
+    out = _lower(gw, http_route(), service(), secret, secrets={"default/cert": secret})
+    assert out.any_certificate == "default/cert" and [c.id for c in out.certificates] == ["default/cert"]
+    merged, _ = extend(Configuration(), out)
+    assert merged.default_certificate == "default/cert"
+    assert extend(Configuration(default_certificate="ingress/default"), out)[0].default_certificate == \
+        "ingress/default"

@@ -257,3 +257,23 @@ def test_http_listener_redirects_to_the_https_listener_of_the_same_hostname(fake
     assert running.get("/legacy", host="shop.example").text == "legacy"
     assert running.get("/legacy", host="shop.example", https=True).text == "legacy"
     assert running.status()["gateway_api"]["not_served"] == []
+
+
+def test_https_listener_and_route_without_hostnames_serve_any_name(fake_api, ingress_controller, netns_backends,
+                                                                  tmp_path):
+    from tests.helpers.certs import self_signed, served_certificate
+    from tests.ingress.gateway_objects import https_listener
+    backends = netns_backends(["any"])
+    _seed_backends(fake_api, backends, ["any"])
+    cert, key = self_signed("gateway.example", tmp_path)
+    fake_api.create(o.tls_secret("cert", cert, key))
+    fake_api.create(_plain(gateway_class()))
+    fake_api.create(_plain(gateway(listeners=[https_listener()])))
+    fake_api.create(_plain(http_route(rules=[rule(backend("any"))])))
+    running = ingress_controller("--publish-status-address", "192.0.2.1")
+    running.wait_ready()
+    running.wait_served("whatever.example", "/", "any", https=True, timeout=20)
+    import ssl
+    expected = ssl.PEM_cert_to_DER_cert(cert)
+    wait_for(lambda: served_certificate(running.https_port, "whatever.example") == expected, 20,
+             message="the listener's certificate for any SNI name")
