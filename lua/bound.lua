@@ -29,13 +29,15 @@ local M = {}
 -- Every path answers 404: a mapped port's name that no listener has.
 M.EMPTY = { exact = {}, prefix = {}, longest = 0 }
 
---- The raw "binds" list -> {tables = {[key] = table}, addressed = bool}, or
--- nil when there is none. `compile_host(raw, policies)` is the router's.
+--- The raw "binds" list -> {by_address = {[address] = {[port] = table}},
+-- any_address = {[port] = table}, addressed = bool}, or nil when there is
+-- none; ports are keyed as strings, as $server_port reads (no string is
+-- built per request). `compile_host(raw, policies)` is the router's.
 function M.compile(binds, compile_host, policies, null)
   if binds == nil or binds == null or binds[1] == nil then
     return nil
   end
-  local out = { tables = {}, addressed = false }
+  local out = { by_address = {}, any_address = {}, addressed = false }
   for _, b in ipairs(binds) do
     local address = b.address
     if address == null then
@@ -48,9 +50,13 @@ function M.compile(binds, compile_host, policies, null)
     if b.default ~= nil and b.default ~= null then
       t.default = compile_host(b.default, policies)
     end
-    out.tables[(address or "*") .. " " .. b.port] = t
+    local port = tostring(b.port)
     if address ~= nil then
       out.addressed = true
+      out.by_address[address] = out.by_address[address] or {}
+      out.by_address[address][port] = t
+    else
+      out.any_address[port] = t
     end
   end
   return out
@@ -82,9 +88,14 @@ end
 
 --- The table for local `address` and `port` (strings), or nil.
 function M.table(binds, address, port)
-  local tables = binds.tables
-  local t = address ~= nil and tables[address .. " " .. port] or nil
-  return t or tables["* " .. port]
+  if address ~= nil then
+    local ports = binds.by_address[address]
+    local t = ports and ports[port]
+    if t ~= nil then
+      return t
+    end
+  end
+  return binds.any_address[port]
 end
 
 --- The host serving this request's `name`, or nil (and the "*" host to take

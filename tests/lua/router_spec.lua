@@ -210,7 +210,7 @@ describe("router: Gateway tables and redirects (lua/bound.lua, lua/redirect.lua)
     }))
     local compiled = router.compile(data)
     assert.is_true(compiled.binds.addressed)
-    local t = compiled.binds.tables["10.0.0.1 80"]
+    local t = compiled.binds.by_address["10.0.0.1"]["80"]
     assert.are.equal("gw", t.hosts["*.a.com"].root.backend)
     local policy = t.default.root.policy
     assert.is_false(policy.proxy)
