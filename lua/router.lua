@@ -39,6 +39,8 @@
 -- Per worker, the compiled table follows the section's version, rebuilt on
 -- the first request after a change or by the warm-up timer (platform.lua).
 local cidr = require("util.cidr")
+local bound = require("bound")
+local request_redirect = require("redirect")
 local changes_now = require("util.changes").current
 local reader = require("util.variable").reader
 
@@ -117,8 +119,13 @@ local function compile_policy(p)
     connections = p.limit_connections,
     proxy = redirect == nil,
   }
+  local gateway_redirect = value(p.request_redirect)
+  if gateway_redirect ~= nil then
+    policy.request_redirect = request_redirect.compile(gateway_redirect, null)
+    policy.proxy = false
+  end
   -- Served by `fast()` alone: nothing to apply but the proxy itself.
-  policy.simple = p.fast and redirect == nil and cors == nil and rewrite_target == nil
+  policy.simple = p.fast and policy.proxy and cors == nil and rewrite_target == nil
     and p.limit_rps == 0 and p.limit_connections == 0 and p.allow[1] == nil and p.deny[1] == nil
   if rewrite_target ~= nil then
     policy.rewrite_parts = target_parts(rewrite_target)
@@ -224,6 +231,7 @@ function M.assemble(meta, shards)
     compiled.port_suffix = ":" .. meta.ssl_redirect.port
   end
   compiled.default = compile_host(meta.default, lazy(meta.policies, compile_policy))
+  compiled.binds = bound.compile(value(meta.binds), compile_host, lazy(meta.policies, compile_policy), null)
   local count = #shards
   local hash = M.hash
   compiled.hosts = setmetatable({}, { __index = function(t, name)
@@ -249,6 +257,14 @@ end
 
 --- The host entry serving `name` (lower-case, no port).
 function M.find(compiled, name)
+  local binds, any = compiled.binds, nil
+  if binds ~= nil then -- Gateways on their own address or port (lua/bound.lua)
+    local host
+    host, any = bound.find(binds, name)
+    if host ~= nil then
+      return host
+    end
+  end
   if name ~= nil then
     local host = compiled.hosts[name]
     if host ~= nil then
@@ -262,7 +278,7 @@ function M.find(compiled, name)
       end
     end
   end
-  return compiled.default
+  return any or compiled.default
 end
 
 --- The longest Prefix location of `host` matching `uri`, or nil: one hash
@@ -569,6 +585,9 @@ function M.route(lane)
     return ssl_redirect(routes)
   end
   if not policy.proxy then
+    if policy.request_redirect ~= nil then
+      return request_redirect.answer(policy.request_redirect)
+    end
     return ngx.redirect(policy.redirect.target, policy.redirect.code)
   end
   if policy.cors ~= nil then
