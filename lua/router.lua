@@ -41,6 +41,8 @@
 local cidr = require("util.cidr")
 local changes_now = require("util.changes").current
 local reader = require("util.variable").reader
+local headers = require("headers")
+local mirror = require("mirror")
 
 -- The variables every request reads, their names hashed once (util/variable:
 -- ngx.var[name] lower-cases and hashes the name per read, ~150 instructions).
@@ -130,6 +132,8 @@ local function compile_policy(p)
   if p.deny[1] ~= nil then
     policy.deny = assert(cidr.compile(p.deny))
   end
+  policy.headers = headers.compile(p.headers)
+  policy.mirror = mirror.compile(p.mirror)
   return policy
 end
 
@@ -583,6 +587,12 @@ function M.route(lane)
     return ngx.exit(ngx.HTTP_FORBIDDEN)
   end
   if lane ~= nil then
+    if policy.headers ~= nil then
+      headers.run(policy.headers)
+    end
+    if policy.mirror ~= nil then
+      mirror.prepare(policy.mirror)
+    end
     ngx_var.platform_scheme = policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
@@ -603,6 +613,7 @@ end
 function M.init()
   balancer = require("balancer")
   limit = require("util.limit")
+  mirror.init()
 end
 
 return M

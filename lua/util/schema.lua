@@ -493,6 +493,12 @@ local function check_route_policy(value, path, deps)
     end
   end
   policy.timeouts = { timeouts[1], timeouts[2], timeouts[3] }
+  for _, part in ipairs({ "headers", "mirror" }) do -- checked by their own modules
+    local ok, err = require(part).check(value[part], path .. "." .. part)
+    if not ok then
+      fail(path .. "." .. part, err)
+    end
+  end
   return policy
 end
 

@@ -30,7 +30,9 @@ import operator
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
+from platformd.ingress.mirror import Mirror
 
 __all__ = [
     "AccessControl",
@@ -362,6 +364,8 @@ class Location:
     rewrite_target: str | None = None
     redirect: Redirect | None = None
     ssl_redirect: bool = False
+    headers: tuple = ()  # a headers.Program: request/response header operations, applied per request
+    mirror: Mirror | None = None  # copy each request to another target (mirror.py)
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)
@@ -374,6 +378,8 @@ class Location:
             _checked(where, v.backend_name, "backend", self.backend)
         if self.rewrite_target is not None:
             _checked(where, v.rewrite_target, "rewrite_target", self.rewrite_target)
+        if self.headers:
+            _set(self, "headers", _checked(where, headers_mod.check_program, "headers", self.headers))
 
     @property
     def sort_key(self) -> tuple:
@@ -544,6 +550,7 @@ class GlobalSettings:
     upstream_keepalive_connections: int = 320
     use_forwarded_headers: bool = False
     server_tokens: bool = False
+    headers: tuple = ()  # a headers.Program every route runs first (proxy-set-headers, add-headers)
 
     def __post_init__(self) -> None:
         _set(self, "body_size", v.size("body_size", self.body_size))

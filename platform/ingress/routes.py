@@ -24,7 +24,8 @@ Payload::
               "timeouts": [connect, send, read], "upstream_vhost", "ssl_redirect",
               "redirect": {"code", "target"} | null, "rewrite_target": str | null,
               "cors": {...} | null, "allow": [cidr], "deny": [cidr],
-              "limit_rps", "limit_burst", "limit_connections"}
+              "limit_rps", "limit_burst", "limit_connections",
+              "headers": [statement] | null (headers.payload), "mirror": {...} | null (mirror.payload)}
 
 Names are a server's hostname and aliases (``*.example.com`` covers
 exactly one label). ``fast``: the route's settings equal the defaults
@@ -49,6 +50,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import headers, mirror
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -118,7 +120,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
-            and not limit.connections and loc.cors is None)
+            and not limit.connections and loc.cors is None
+            and not loc.headers and not settings.headers and loc.mirror is None)
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
@@ -140,6 +143,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "limit_rps": limit.rps,
         "limit_burst": limit.rps * limit.burst_multiplier,
         "limit_connections": limit.connections,
+        "headers": headers.payload(settings.headers + loc.headers),
+        "mirror": mirror.payload(loc.mirror),
     }
 
 
@@ -172,7 +177,8 @@ class _Policies:
         self.by_key: dict[tuple, tuple[str, dict[str, Any]]] = {}
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
-        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect)
+        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
+               loc.headers, loc.mirror)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)
