@@ -246,6 +246,7 @@ class Controller:
         # TLS Secrets only: the only ones we serve; no other Secret is ever held.
         self.secrets = factory.informer(resources.TLS_SECRETS)
         self.configmaps = None
+        self._configmaps_used: frozenset[str] = frozenset()  # header ConfigMaps the last sync read
         if options.configmap:
             self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
         self._full = BoundedFrequencyRunner("ingress-sync", self.sync, options.route_interval,
@@ -369,7 +370,7 @@ class Controller:
                 self._full.run()
 
     def _on_configmap(self, obj: dict) -> None:
-        if key_of(obj) == self.options.configmap:
+        if key_of(obj) == self.options.configmap or key_of(obj) in self._configmaps_used:
             self._full.run()
 
     # --- the full sync ---------------------------------------------------------
@@ -381,6 +382,7 @@ class Controller:
             generation = self._slice_generation
         snapshot = self._snapshot()
         translation = build(snapshot, self.options.translate, self.caches)
+        self._configmaps_used = translation.configmaps_used
         config = self._localize(translation.configuration)
         with self._model_lock:
             with self._dirty_lock:
@@ -443,6 +445,7 @@ class Controller:
             endpoint_slices={k: tuple(v) for k, v in slices.items()},
             secrets=dict(self.secrets.store.items()),
             configmap=configmap,
+            configmaps=dict(self.configmaps.store.items()) if self.configmaps is not None else {},
         )
 
     def _localize(self, config: Configuration) -> Configuration:
@@ -537,7 +540,8 @@ class Controller:
         if self.configmaps is not None and opts is not None and self.options.configmap:
             configmap = self.configmaps.store.get(self.options.configmap)
         return Snapshot(ingresses=ingresses, ingress_classes=tuple(self.classes.store.list()),
-                        services=services, endpoint_slices=slices, secrets=secrets, configmap=configmap)
+                        services=services, endpoint_slices=slices, secrets=secrets, configmap=configmap,
+                        configmaps=dict(self.configmaps.store.items()) if self.configmaps is not None else {})
 
     # --- recording and telling ------------------------------------------------------
 

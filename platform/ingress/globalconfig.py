@@ -29,6 +29,15 @@ class Defaults:
 
     ssl_redirect: bool = True
     load_balance: LoadBalance = LoadBalance.ROUND_ROBIN
+    proxy_set_headers: str | None = None  # ConfigMap "ns/name" (or "name": this one's namespace)
+    add_headers: str | None = None  # ConfigMap of response headers
+    allow_snippets: bool = False  # allow-snippet-annotations
+    risk_level: str = "High"  # annotations-risk-level; snippets need "Critical" too
+
+    @property
+    def snippets(self) -> bool:
+        """The ConfigMap turns snippets on as ingress-nginx (>= 1.12) does: both keys."""
+        return self.allow_snippets and self.risk_level == "Critical"
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,21 @@ def _error_level(text: str) -> str:
     return text
 
 
+_REF = re.compile(r"^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$")
+
+
+def _configmap_ref(text: str) -> str:
+    if not _REF.fullmatch(text.strip()):
+        raise ValueError("must name a ConfigMap: namespace/name or name")
+    return text.strip()
+
+
+def _risk_level(text: str) -> str:
+    if text.strip() not in ("Low", "Medium", "High", "Critical"):
+        raise ValueError("must be Low, Medium, High or Critical")
+    return text.strip()
+
+
 KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     # key: (parser, field path in the settings state)
     "worker-processes": (_worker_processes, ("workers", "processes")),
@@ -151,6 +175,10 @@ KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     # translation defaults
     "ssl-redirect": (parse_bool, ("defaults", "ssl_redirect")),
     "load-balance": (_load_balance, ("defaults", "load_balance")),
+    "proxy-set-headers": (_configmap_ref, ("defaults", "proxy_set_headers")),
+    "add-headers": (_configmap_ref, ("defaults", "add_headers")),
+    "allow-snippet-annotations": (parse_bool, ("defaults", "allow_snippets")),
+    "annotations-risk-level": (_risk_level, ("defaults", "risk_level")),
 }
 
 def _build(values: dict[tuple[str, ...], object], http_port: int, https_port: int) -> tuple[GlobalSettings, Defaults]:

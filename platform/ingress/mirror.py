@@ -32,7 +32,6 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
@@ -108,38 +107,40 @@ def parse_target(field: str, url: str) -> tuple[str, str, str, tuple]:
         raise v.ValidationError(field, url, "must not contain quotes, backslashes, ';' or braces")
     if url.replace(_REQUEST_URI, "").find("$") >= 0:
         raise v.ValidationError(field, url, "may use no variable but $request_uri")
-    parts = urlsplit(url.replace(_REQUEST_URI, "\x00"))
-    if parts.scheme not in ("http", "https"):
+    m = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#\x00]*)([^#]*)", url.replace(_REQUEST_URI, "\x00"))
+    if m is None or m.group(1).lower() not in ("http", "https"):
         raise v.ValidationError(field, url, "must be an http:// or https:// URL")
-    if parts.username or parts.password or parts.fragment or "\x00" in (parts.netloc or ""):
-        raise v.ValidationError(field, url, "must have no user info, fragment or variable in its host")
-    try:
-        port = parts.port
-    except ValueError:
-        raise v.ValidationError(field, url, "has an invalid port") from None
-    host = parts.hostname or ""
+    scheme, netloc, rest = m.group(1).lower(), m.group(2), m.group(3)
+    if "@" in netloc:
+        raise v.ValidationError(field, url, "must have no user info")
+    hm = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::([0-9]{1,5}))?", netloc)
+    if hm is None:
+        raise v.ValidationError(field, url, "has an invalid host or port")
+    host = hm.group(1).strip("[]")
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         raise v.ValidationError(field, url, "host must be an IP address (a DNS name would need a resolver; "
                                 "mirror to a Service through Gateway API's RequestMirror)") from None
-    port = port or (443 if parts.scheme == "https" else 80)
+    port = int(hm.group(2)) if hm.group(2) else (443 if scheme == "https" else 80)
+    v.port(field, port)
     address = f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
-    rest = parts.path + ("?" + parts.query if parts.query else "")
     uri: list = []
     if rest:
-        if not _PATH.fullmatch(rest.replace("\x00", "")):
+        if not _PATH.fullmatch("/" + rest.replace("\x00", "")):
             raise v.ValidationError(field, url, "path must be URL characters")
         for i, piece in enumerate(rest.split("\x00")):
             if i:
                 uri.append(headers_mod.Var("request_uri"))
             if piece:
                 uri.append(piece)
-    default_port = (parts.scheme == "https" and port == 443) or (parts.scheme == "http" and port == 80)
-    host_header = host if default_port else f"{host}:{port}"
-    if ip.version == 6:
-        host_header = f"[{ip}]" if default_port else f"[{ip}]:{port}"
-    return parts.scheme, address, host_header, tuple(uri)
+        if isinstance(uri[0], str) and not uri[0].startswith("/") or uri[0] == "?":
+            uri.insert(0, "/")
+    default_port = (scheme == "https" and port == 443) or (scheme == "http" and port == 80)
+    host_header = str(ip) if ip.version == 4 else f"[{ip}]"
+    if not default_port:
+        host_header += f":{port}"
+    return scheme, address, host_header, tuple(uri)
 
 
 def lane_directives(mirror: Mirror | None) -> tuple[tuple[str, str], ...]:

@@ -35,12 +35,15 @@ class Snapshot:
     endpoint_slices: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)  # "ns/service" -> slices
     secrets: Mapping[str, dict] = field(default_factory=dict)  # "ns/name" -> Secret
     configmap: dict | None = None  # the --configmap ConfigMap, if any
+    # ConfigMaps of the --configmap's namespace ("ns/name" -> ConfigMap): the
+    # header lists custom-headers, proxy-set-headers and add-headers name.
+    configmaps: Mapping[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Read-only views, so a holder cannot change what another one sees.
         object.__setattr__(self, "ingresses", tuple(self.ingresses))
         object.__setattr__(self, "ingress_classes", tuple(self.ingress_classes))
-        for name in ("services", "endpoint_slices", "secrets"):
+        for name in ("services", "endpoint_slices", "secrets", "configmaps"):
             value = getattr(self, name)
             if not isinstance(value, MappingProxyType):
                 object.__setattr__(self, name, MappingProxyType(dict(value)))

@@ -86,7 +86,7 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
@@ -94,6 +94,7 @@ from platformd.ingress import annotations as ann_mod
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
+from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
@@ -149,6 +150,7 @@ class Translation:
     configuration: Configuration
     problems: tuple[Problem, ...]
     owned_ingresses: tuple[str, ...]  # "ns/name" of Ingresses that are ours (for status)
+    configmaps_used: frozenset[str] = frozenset()  # header ConfigMaps read (a change of one is a sync)
 
 
 def build(snapshot: Snapshot, options: TranslateOptions, caches: Caches | None = None) -> Translation:
@@ -186,7 +188,8 @@ class _Ingress:
         object.__setattr__(self, "settings",
                            (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream))
         object.__setattr__(self, "isolated", not ann.server_aliases and ann.app_root is None
-                           and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend"))
+                           and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend")
+                           and ann.custom_headers is None)  # a ConfigMap is an input outside the host
 
     def problem(self, reason: str, message: str) -> Problem:
         return Problem("Ingress", self.namespace, self.name, reason, message)
@@ -328,6 +331,9 @@ def _parse(obj: dict, allow_snippets: bool) -> _Parsed:
     # RFC 3339 UTC timestamps sort as text; a missing one sorts last.
     rank = (meta.get("creationTimestamp") or "\uffff", key)
     parsed = ann_mod.parse(meta.get("annotations"), allow_snippets=allow_snippets)
+    if parsed.annotations.custom_headers is not None and "/" not in parsed.annotations.custom_headers:
+        parsed = replace(parsed, annotations=replace(
+            parsed.annotations, custom_headers=f"{meta.get('namespace', '')}/{parsed.annotations.custom_headers}"))
     ing = _Ingress(key, meta.get("namespace", ""), meta.get("name", ""), obj, parsed.annotations)
     problems = [ing.problem("UnsupportedAnnotation", f"annotation {name} is not supported and was ignored")
                 for name in parsed.unsupported]
@@ -415,6 +421,7 @@ class _Translator:
         self.primary_backends: dict[tuple, str] = {}  # route key -> backend its location uses
         self.canary_primaries: set[str] = set()  # backends that got alternatives (_merge_canaries)
         self.journal: _Journal | None = None  # set while a host's step is recorded
+        self.configmaps_used: set[str] = set()
         self.defaults = globalconfig.Defaults()
 
     # -- the steps -----------------------------------------------------------------
@@ -422,6 +429,7 @@ class _Translator:
     def run(self) -> Translation:
         config = self._global_config()
         self.defaults = config.defaults
+        config = replace(config, settings=replace(config.settings, headers=self._global_headers(config.defaults)))
         owned = self._our_ingresses()
         for parsed in owned:
             self.problems.extend(parsed.problems)
@@ -451,6 +459,7 @@ class _Translator:
             configuration=configuration,
             problems=tuple(sorted(set(self.problems))),
             owned_ingresses=tuple(sorted(parsed.key for parsed in owned)),
+            configmaps_used=frozenset(self.configmaps_used),
         )
 
     def _global_config(self) -> globalconfig.GlobalConfig:
@@ -460,10 +469,32 @@ class _Translator:
             self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""), issue.reason, issue.message))
         return config
 
+    def _header_configmap(self, side: str, ref: str) -> tuple:
+        """The ``set`` operations of header ConfigMap ``ref`` ("ns/name"); ValidationError if unusable."""
+        self.configmaps_used.add(ref)
+        return headers_mod.configmap_ops(side, self.snap.configmaps.get(ref), ref)
+
+    def _global_headers(self, defaults: globalconfig.Defaults) -> tuple:
+        """proxy-set-headers and add-headers; an unusable ConfigMap is reported and left out."""
+        meta = (self.snap.configmap or {}).get("metadata") or {}
+        ops: list = []
+        for key, side, ref in (("proxy-set-headers", "request", defaults.proxy_set_headers),
+                               ("add-headers", "response", defaults.add_headers)):
+            if ref is None:
+                continue
+            if "/" not in ref:
+                ref = f"{meta.get('namespace', '')}/{ref}"
+            try:
+                ops.extend(self._header_configmap(side, ref))
+            except v.ValidationError as exc:
+                self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""),
+                                            "InvalidConfigValue", f"ConfigMap key {key!r}: {exc}; not applied"))
+        return tuple(ops)
+
     def _our_ingresses(self) -> list[_Parsed]:
         """Our Ingresses, read (``_parse``), oldest first."""
         classes = self.snap.ingress_classes
-        snippets = self.opts.allow_snippet_annotations
+        snippets = self.opts.allow_snippet_annotations or self.defaults.snippets
         names = our_class_names(classes, self.opts.controller_class)
 
         def is_our(obj: dict) -> bool:
@@ -867,7 +898,10 @@ class _Translator:
         """A location carrying the Ingress-wide per-location annotations."""
         backend = None if ann.redirect is not None else backend
         ssl_redirect = self._ssl_redirect(ann, is_tls)
-        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect), ann, lambda: Location(
+        program = ann.headers
+        if ann.custom_headers is not None:  # the Ingress is not served without them (fail closed)
+            program = self._header_configmap("response", ann.custom_headers) + program
+        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, program), ann, lambda: Location(
             path,
             match=match,
             backend=backend,
@@ -878,6 +912,8 @@ class _Translator:
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,
             ssl_redirect=ssl_redirect,
+            headers=program,
+            mirror=ann.mirror,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -916,7 +952,10 @@ class _Translator:
                 # The Ingress's own annotations (allowlist, limits...) guard its
                 # default backend too, as they do its paths.
                 ann = owner.ann if owner is not None else _NO_ANNOTATIONS
-                extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls))
+                try:
+                    extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls))
+                except v.ValidationError as exc:
+                    self.problems.append(owner.problem("InvalidPath", f"default backend: {exc}; not served"))
         return extras
 
     # -- the catch-all ----------------------------------------------------------------------
@@ -970,5 +1009,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors")
+                     "rate_limit", "cors", "headers", "custom_headers", "mirror")
     )
