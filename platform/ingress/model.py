@@ -364,6 +364,9 @@ class Location:
     rewrite_target: str | None = None
     redirect: Redirect | None = None
     ssl_redirect: bool = False
+    # Settings only an nginx directive applies: validated, sorted (directive,
+    # value) pairs; the route is proxied by a generated lane (lanes.py).
+    lane_directives: tuple[tuple[str, str], ...] = ()
     headers: tuple = ()  # a headers.Program: request/response header operations, applied per request
     mirror: Mirror | None = None  # copy each request to another target (mirror.py)
 
@@ -378,6 +381,16 @@ class Location:
             _checked(where, v.backend_name, "backend", self.backend)
         if self.rewrite_target is not None:
             _checked(where, v.rewrite_target, "rewrite_target", self.rewrite_target)
+        if self.lane_directives:
+            from platformd.ingress import lanes  # lanes imports this module
+
+            _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives))
+        if self.mirror is not None:  # `mirror` takes no variable: the copy needs a lane (mirror.py)
+            from platformd.ingress import lanes, mirror as mirror_mod
+
+            extra = tuple(p for p in mirror_mod.lane_directives(self.mirror) if p not in self.lane_directives)
+            if extra:
+                _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives + extra))
         if self.headers:
             _set(self, "headers", _checked(where, headers_mod.check_program, "headers", self.headers))
 
