@@ -10,7 +10,7 @@ serving them with other semantics, would answer requests the route does not
 mean to answer. What needs the router to grow (the gaps, in
 docs/gateway-api.md): header / query / method matches, weighted or invalid
 backend shares and 500 answers, redirects that keep parts of the request
-(host, path, port), request / response header modifiers, mirrors, timeouts,
+(host, path, port), timeouts,
 per-address Gateways (``--gateway-address-pool``), listener ports other than
 80/443, and the "any host" entry.
 
@@ -35,6 +35,8 @@ from platformd.common import gcpause
 from platformd.ingress import certificates, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import validate as v
+from platformd.ingress.gateway_filters import Unsupported as _FilterUnsupported
+from platformd.ingress.gateway_filters import gateway_filters
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
 from platformd.ingress.gateway_rules import GRPC_CONTENT_TYPE
 from platformd.ingress.model import (
@@ -117,8 +119,7 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[st
         raise _Unsupported("header, query parameter and method matches need the router")
     if action.status is not None:
         raise _Unsupported(f"rule {entry.rule} of {entry.route} answers {action.status}, which needs the router")
-    if action.request_headers or action.response_headers or action.mirrors:
-        raise _Unsupported("header modifiers and mirrors need the router")
+    program, mirror = gateway_filters(action, backend_name)
     if action.request_timeout or action.backend_timeout:
         raise _Unsupported("request timeouts need the router")
     redirect, backend, target = None, None, None
@@ -134,7 +135,7 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[st
                           upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "")
     location = Location(path=match.path.value, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
                         cors=_cors(action), rewrite_target=_rewrite_target(entry), redirect=redirect,
-                        ssl_redirect=ssl_redirect)
+                        ssl_redirect=ssl_redirect, headers=program, mirror=mirror)
     return location, target
 
 
@@ -169,6 +170,7 @@ def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
         locations.append(location)
         if target is not None:
             targets.add(target)
+        targets.update((m.service, m.port) for m in entry.action.mirrors)  # Backends the copies go to
     tls = any(b.protocol == "HTTPS" for b in binds)
     certificate = _certificate(binds, hostname, table.certificates) if tls else None
     return Server(hostname=hostname, locations=tuple(locations), tls=tls, tls_certificate=certificate), targets
@@ -193,7 +195,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         hosts = by_name[name]
         try:
             server, used = _server(name, hosts, table, http_port, https_port)
-        except (_Unsupported, v.ValidationError) as exc:
+        except (_Unsupported, _FilterUnsupported, v.ValidationError) as exc:
             skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
             continue
         servers.append(server)
