@@ -46,6 +46,7 @@ from platformd.ingress.model import (
     SessionAffinity,
     Timeouts,
     TrafficShapingPolicy,
+    service_backend_name,
 )
 from platformd.ingress.mirror import Mirror
 
@@ -425,9 +426,12 @@ def _mirror(r: _Reader) -> Mirror | None:
     if not r.has("mirror-target"):
         return None
     scheme, address, host, uri = r.get("mirror-target")
+    where: dict = {"address": address}
+    if isinstance(address, tuple):  # a cluster Service: its Ingress Backend, made by the translator
+        where = {"backend": service_backend_name(*address), "service": address}
     return r.build(("mirror-target", "mirror-host", "mirror-request-body"), lambda: Mirror(
-        scheme=scheme, address=address, uri=uri, host=r.get("mirror-host", host),
-        request_body=r.get("mirror-request-body", True)))
+        scheme=scheme, uri=uri, host=r.get("mirror-host", host),
+        request_body=r.get("mirror-request-body", True), **where))
 
 
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:

@@ -20,9 +20,11 @@ header. The share (``percent``) is decided per request in Lua: a request
 not chosen makes the mirror subrequest return at once, before any
 connection is opened.
 
-Targets are validated: scheme http or https, host an IP literal (a DNS name
-would need a resolver in nginx.conf; a Service is reached by its Backend
-instead), optional port, and a path of URL characters in which only
+Targets are validated: scheme http or https, host an IP literal or a
+Service's cluster name ``<service>.<namespace>.svc[.cluster.local]`` (reached
+through the Backend of that Service port, ``ns.svc.port``, which the
+translator creates; any other DNS name would need a resolver in nginx.conf),
+optional port (the Service port for a Service), and a path of URL characters in which only
 ``$request_uri`` may appear as a variable (as ingress-nginx allows it).
 """
 
@@ -60,6 +62,9 @@ class Mirror:
     request_body: bool = True
     numerator: int = 100
     denominator: int = 100
+    # The Service behind ``backend`` when the translator must create that
+    # Backend (an Ingress's mirror-target naming a cluster Service): (ns, name, port).
+    service: tuple[str, str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.scheme not in ("http", "https"):
@@ -95,8 +100,11 @@ def _address(field: str, text: str) -> str:
     return text
 
 
-def parse_target(field: str, url: str) -> tuple[str, str, str, tuple]:
-    """``mirror-target`` → (scheme, "ip:port", host header, uri Value).
+_SERVICE = re.compile(r"([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\.([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\.svc(?:\.cluster\.local)?")
+
+
+def parse_target(field: str, url: str) -> tuple[str, str | tuple[str, str, int], str, tuple]:
+    """``mirror-target`` → (scheme, "ip:port" or (namespace, service, port), host header, uri Value).
 
     ``$request_uri`` may appear in the path (``http://10.0.0.5/$request_uri``
     sends ``/`` + the request's URI, as ingress-nginx does); nothing else with
@@ -117,14 +125,21 @@ def parse_target(field: str, url: str) -> tuple[str, str, str, tuple]:
     if hm is None:
         raise v.ValidationError(field, url, "has an invalid host or port")
     host = hm.group(1).strip("[]")
+    port = int(hm.group(2)) if hm.group(2) else (443 if scheme == "https" else 80)
+    v.port(field, port)
+    service = _SERVICE.fullmatch(host.lower())
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        raise v.ValidationError(field, url, "host must be an IP address (a DNS name would need a resolver; "
-                                "mirror to a Service through Gateway API's RequestMirror)") from None
-    port = int(hm.group(2)) if hm.group(2) else (443 if scheme == "https" else 80)
-    v.port(field, port)
-    address = f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+        if service is None:
+            raise v.ValidationError(field, url, "host must be an IP address or a Service's cluster name "
+                                    "(<service>.<namespace>.svc[.cluster.local]): other DNS names would "
+                                    "need a resolver in nginx.conf") from None
+        ip = None
+    if ip is not None:
+        address: str | tuple = f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+    else:
+        address = (service.group(3), service.group(1), port)
     uri: list = []
     if rest:
         if not _PATH.fullmatch("/" + rest.replace("\x00", "")):
@@ -137,7 +152,7 @@ def parse_target(field: str, url: str) -> tuple[str, str, str, tuple]:
         if isinstance(uri[0], str) and not uri[0].startswith("/") or uri[0] == "?":
             uri.insert(0, "/")
     default_port = (scheme == "https" and port == 443) or (scheme == "http" and port == 80)
-    host_header = str(ip) if ip.version == 4 else f"[{ip}]"
+    host_header = host.lower() if ip is None else str(ip) if ip.version == 4 else f"[{ip}]"
     if not default_port:
         host_header += f":{port}"
     return scheme, address, host_header, tuple(uri)

@@ -631,6 +631,8 @@ class _Translator:
                         default_backend: str | None) -> tuple[Backend, ...]:
         used = {loc.backend for server in servers for loc in server.locations}
         used.update(loc.backend for loc in catch_all)
+        used.update(loc.mirror.backend for server in servers for loc in server.locations if loc.mirror is not None)
+        used.update(loc.mirror.backend for loc in catch_all if loc.mirror is not None)
         used.discard(None)
         if default_backend:
             used.add(default_backend)
@@ -901,6 +903,8 @@ class _Translator:
         program = ann.headers
         if ann.custom_headers is not None:  # the Ingress is not served without them (fail closed)
             program = self._header_configmap("response", ann.custom_headers) + program
+        if ann.mirror is not None and ann.mirror.service is not None:  # mirror-target names a Service
+            self._register(_ServiceRef(*ann.mirror.service), (None, "", None, False), None)
         return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, program), ann, lambda: Location(
             path,
             match=match,

@@ -211,3 +211,15 @@ def test_hostile_mirror_targets_are_refused(target):
 def test_hostile_mirror_and_header_options_are_refused(name, value):
     parsed = parse({PREFIX + "mirror-target": "http://10.0.0.1/", PREFIX + name: value})
     assert PREFIX + name in [e.annotation for e in parsed.errors]
+
+
+def test_mirror_to_a_cluster_service_makes_its_backend():
+    shadow = web(name="shadow", ips=("10.7.0.1",))
+    result = served({PREFIX + "mirror-target": "http://shadow.default.svc.cluster.local/$request_uri"}, *shadow)
+    assert result.problems == ()
+    m = loc(result).mirror
+    assert (m.backend, m.address, m.host) == ("default.shadow.80", None, "shadow.default.svc.cluster.local")
+    backend = result.configuration.backend("default.shadow.80")
+    assert backend is not None and [e.address for e in backend.endpoints] == ["10.7.0.1"]
+    policy = next(iter(routed(result)["policies"].values()))
+    assert policy["mirror"]["backend"] == "default.shadow.80"
