@@ -30,10 +30,11 @@ variables): nothing else of the request or of nginx can be reached.
 
 Names are RFC 7230 tokens; values carry no CR, LF, NUL or other control
 character but HTAB, and the framing and hop-by-hop headers (Content-Length,
-Transfer-Encoding, Connection, ...) and the request's Host are not
-modifiable: changing them would desynchronise the proxy from the backend
-(request smuggling), and Host has its own settings (``upstream-vhost``,
-``URLRewrite``).
+Transfer-Encoding, Connection, ...) are not modifiable: changing them would
+desynchronise the proxy from the backend (request smuggling). Nor are, on the
+request, Host and the forwarding headers the proxy sets itself (X-Real-IP,
+X-Forwarded-*, X-Request-ID): its own value would silently win; Host has its
+own settings (``upstream-vhost``, ``URLRewrite``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ _FRAMING = frozenset({
     "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
     "proxy-connection",
 })
-_REQUEST_ONLY = frozenset({"host"})
+# The proxy sets these itself on every request (templates/nginx.conf.j2's
+# proxy_set_header list), which would silently win over a program's value.
+_REQUEST_ONLY = frozenset({"host", "x-real-ip", "x-forwarded-for", "x-forwarded-host", "x-forwarded-port",
+                           "x-forwarded-proto", "x-forwarded-scheme", "x-request-id"})
 
 # What a snippet may read. The nginx variables of the request line and the
 # client, plus http_*/cookie_*/arg_* (request headers, cookies, arguments).
@@ -133,8 +137,8 @@ class HeaderOp:
         header_name(field, self.name)
         lowered = self.name.lower()
         if lowered in _FRAMING or (self.side == "request" and lowered in _REQUEST_ONLY):
-            raise v.ValidationError(field, self.name, "is a framing or hop-by-hop header the proxy owns; "
-                                    "it may not be changed")
+            raise v.ValidationError(field, self.name, "is a framing, hop-by-hop or forwarding header the proxy "
+                                    "sets itself; it may not be changed (see upstream-vhost, use-forwarded-headers)")
         if self.action == "remove" and self.value:
             raise v.ValidationError(field, self.value, "remove takes no value")
         header_value(field, tuple(self.value))

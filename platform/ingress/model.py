@@ -385,6 +385,9 @@ class Location:
             from platformd.ingress import lanes  # lanes imports this module
 
             _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives))
+        if self.mirror is not None and self.proxy.protocol in (BackendProtocol.GRPC, BackendProtocol.GRPCS):
+            raise v.ValidationError(f"{where}.mirror", self.mirror.backend or self.mirror.address,
+                                    "mirroring a gRPC route is not supported (the copy would not be gRPC)")
         if self.mirror is not None:  # `mirror` takes no variable: the copy needs a lane (mirror.py)
             from platformd.ingress import lanes, mirror as mirror_mod
 

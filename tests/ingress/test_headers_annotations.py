@@ -148,6 +148,7 @@ HOSTILE_SNIPPETS = [
     ("more_set_input_headers -r 'X: y';", 1, "options"),
     ("proxy_set_header Host evil.example;", 1, "Host"),
     ("proxy_set_header Transfer-Encoding chunked;", 1, "Transfer-Encoding"),
+    ("more_set_input_headers 'X-Forwarded-For: 1.2.3.4';", 1, "X-Forwarded-For"),
     ("add_header X-A b", 1, "missing ';'"),
     ("add_header X-A b; }", 1, "unexpected '}'"),
     ("if ($http_a = b) { add_header X 1;", 1, "missing '}'"),
@@ -223,3 +224,8 @@ def test_mirror_to_a_cluster_service_makes_its_backend():
     assert backend is not None and [e.address for e in backend.endpoints] == ["10.7.0.1"]
     policy = next(iter(routed(result)["policies"].values()))
     assert policy["mirror"]["backend"] == "default.shadow.80"
+
+
+def test_mirroring_a_grpc_ingress_is_refused_with_a_problem():
+    result = served({PREFIX + "mirror-target": "http://10.0.0.1/", PREFIX + "backend-protocol": "GRPC"})
+    assert reasons(result) == ["InvalidPath"] and "gRPC" in result.problems[0].message
