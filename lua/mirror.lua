@@ -115,11 +115,16 @@ end
 -- Set by platform.init once every module is loaded.
 local balancer
 
---- Rewrite phase of /_platform_mirror (the subrequest).
-function M.subrequest()
+--- Rewrite phase of /_platform_mirror* (the subrequest). `grpc`: the copy
+-- is a gRPC call, whose :path is the subrequest's own URI: set it back to
+-- the call's (no query in gRPC).
+function M.subrequest(grpc)
   local var = ngx.var
   if var.platform_mirror ~= "1" then
     return ngx.exit(204)
+  end
+  if grpc then
+    ngx.req.set_uri(var.platform_mirror_uri:match("^[^?]*"))
   end
   local backend = var.platform_mirror_backend
   if backend ~= "" then

@@ -12,9 +12,9 @@ the balancer picks an endpoint per copy), with its ``percent`` or
 
 Limits: one RequestMirror per rule (one copy target per request; nginx could
 run several ``mirror`` directives, but the target is per-request data in one
-set of variables), and none on a GRPCRoute (the copy location speaks
-HTTP/1.1, not gRPC). A rule that asks for them is reported unsupported and
-its host is not lowered, rather than served without the copy.
+set of variables). A rule that asks for more is reported unsupported and
+its host is not lowered, rather than served without the copy. A GRPCRoute's
+copy is a gRPC call (h2c) to the Service, from its own fixed location.
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ def gateway_filters(action: RouteAction, backend_name: Callable[[str, int], str]
     if action.mirrors:
         if len(action.mirrors) > 1:
             raise Unsupported("more than one RequestMirror in a rule is not supported")
-        if action.grpc:
-            raise Unsupported("RequestMirror on a GRPCRoute is not supported")
         m = action.mirrors[0]
         mirror = Mirror(backend=backend_name(m.service, m.port), numerator=m.numerator, denominator=m.denominator)
     return program, mirror

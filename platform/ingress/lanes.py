@@ -85,7 +85,7 @@ def _pem(field: str, text: str) -> str:
 
 def _mirror_uri(field: str, text: str) -> str:
     """One of the template's fixed mirror locations (mirror.py)."""
-    if text not in ("/_platform_mirror", "/_platform_mirror_nobody"):
+    if text not in ("/_platform_mirror", "/_platform_mirror_nobody", "/_platform_mirror_grpc"):
         raise v.ValidationError(field, text, "must be one of the fixed mirror locations")
     return text
 

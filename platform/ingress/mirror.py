@@ -158,10 +158,20 @@ def parse_target(field: str, url: str) -> tuple[str, str | tuple[str, str, int],
     return scheme, address, host_header, tuple(uri)
 
 
-def lane_directives(mirror: Mirror | None) -> tuple[tuple[str, str], ...]:
-    """The directives of the lane proxying a mirrored route (lanes.py)."""
+def lane_directives(mirror: Mirror | None, protocol: str = "HTTP") -> tuple[tuple[str, str], ...]:
+    """The directives of the lane proxying a mirrored route (lanes.py) whose
+    backend protocol is ``protocol`` (a model.BackendProtocol value)."""
     if mirror is None:
         return ()
+    if protocol == "GRPC":
+        # The copy of a gRPC call is a gRPC call (h2c): its own location, and
+        # always with the body (a call without its message is no call).
+        if not mirror.request_body:
+            raise v.ValidationError("mirror.request_body", False, "a gRPC copy needs the request body")
+        return (("mirror", LOCATION + "_grpc"), ("mirror_request_body", "on"))
+    if protocol == "GRPCS":
+        raise v.ValidationError("mirror", mirror.backend or mirror.address,
+                                "mirroring a gRPC route over TLS (GRPCS) is not supported")
     if mirror.request_body:
         return (("mirror", LOCATION), ("mirror_request_body", "on"))
     # Without the body the copy must not announce one (Content-Length of

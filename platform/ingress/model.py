@@ -385,13 +385,11 @@ class Location:
             from platformd.ingress import lanes  # lanes imports this module
 
             _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives))
-        if self.mirror is not None and self.proxy.protocol in (BackendProtocol.GRPC, BackendProtocol.GRPCS):
-            raise v.ValidationError(f"{where}.mirror", self.mirror.backend or self.mirror.address,
-                                    "mirroring a gRPC route is not supported (the copy would not be gRPC)")
         if self.mirror is not None:  # `mirror` takes no variable: the copy needs a lane (mirror.py)
             from platformd.ingress import lanes, mirror as mirror_mod
 
-            extra = tuple(p for p in mirror_mod.lane_directives(self.mirror) if p not in self.lane_directives)
+            pairs = _checked(where, mirror_mod.lane_directives, self.mirror, self.proxy.protocol.value)
+            extra = tuple(p for p in pairs if p not in self.lane_directives)
             if extra:
                 _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives + extra))
         if self.headers:

@@ -88,8 +88,10 @@ def test_request_mirror_goes_to_the_route_backend_of_the_service(spec, share):
     assert [e.address for e in names["default.svc.80.route"].endpoints] == ["10.1.0.5"]
 
 
-def test_request_mirror_on_grpc_or_twice_is_left_out():
-    mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "svc", "port": 80}}}
+def test_a_grpc_route_mirror_is_a_grpc_copy():
+    mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "svc", "port": 80}, "percent": 50}}
     out = _lower(gateway(), grpc_route(hostnames=["g.example"], rules=[{"backendRefs": [backend()],
                                                                        "filters": [mirror]}]), service())
-    assert out.servers == () and "GRPCRoute" in out.skipped[0].reason
+    loc = _location(out)
+    assert loc.mirror == Mirror(backend="default.svc.80.route", numerator=50)
+    assert loc.lane_directives == (("mirror", "/_platform_mirror_grpc"), ("mirror_request_body", "on"))

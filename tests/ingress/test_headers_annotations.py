@@ -226,6 +226,10 @@ def test_mirror_to_a_cluster_service_makes_its_backend():
     assert policy["mirror"]["backend"] == "default.shadow.80"
 
 
-def test_mirroring_a_grpc_ingress_is_refused_with_a_problem():
+def test_a_grpc_ingress_mirrors_grpc_calls_with_their_body_only():
     result = served({PREFIX + "mirror-target": "http://10.0.0.1/", PREFIX + "backend-protocol": "GRPC"})
-    assert reasons(result) == ["InvalidPath"] and "gRPC" in result.problems[0].message
+    assert result.problems == ()
+    assert loc(result).lane_directives == (("mirror", "/_platform_mirror_grpc"), ("mirror_request_body", "on"))
+    for extra in ({"backend-protocol": "GRPC", "mirror-request-body": "off"}, {"backend-protocol": "GRPCS"}):
+        result = served({PREFIX + "mirror-target": "http://10.0.0.1/", **{PREFIX + k: v for k, v in extra.items()}})
+        assert reasons(result) == ["InvalidPath"] and "gRPC" in result.problems[0].message

@@ -11,7 +11,7 @@ import json
 
 import httpx
 
-from tests.ingress.gateway_objects import backend, gateway, gateway_class, grpc_route, http_route, path, rule
+from tests.ingress.gateway_objects import backend, gateway, gateway_class, http_route, path, rule
 from tests.ingress_e2e import objects as o
 from tests.ingress_e2e.conftest import wait_for
 
@@ -132,12 +132,12 @@ def test_request_mirror_with_percent(fake_api, ingress_controller, netns_backend
     assert not [h for h in _hits(backends["shadow"]) if h["path"].startswith("/never")]
 
 
-def test_grpc_route_mirror_is_reported_not_served_without_it(fake_api, ingress_controller, netns_backends):
+def test_two_mirrors_in_a_rule_are_reported_not_served_without_them(fake_api, ingress_controller, netns_backends):
     _setup(fake_api, netns_backends, ["web", "shadow"])
     mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}}
-    fake_api.create(_plain(grpc_route(hostnames=["grpc.example"], rules=[
-        {"backendRefs": [backend("web")], "filters": [mirror]}])))
+    fake_api.create(_plain(http_route(hostnames=["two.example"], rules=[rule(backend("web"), filters=[mirror, mirror])])))
     running = ingress_controller("--publish-status-address", "192.0.2.1")
     running.wait_ready()
-    wait_for(lambda: "grpc.example: RequestMirror on a GRPCRoute is not supported"
+    wait_for(lambda: "two.example: more than one RequestMirror in a rule is not supported"
              in running.status()["gateway_api"].get("not_served", ()), 20, message="reported")
+    assert running.get("/", host="two.example").status_code == 404
