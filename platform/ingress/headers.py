@@ -240,7 +240,8 @@ def configmap_ops(side: str, configmap: Mapping | None, ref: str) -> Program:
     operations, in name order. Values are literal. Raises ValidationError
     naming ``ref`` when the ConfigMap is missing or a pair is not a header."""
     if configmap is None:
-        raise v.ValidationError(ref, ref, "ConfigMap not found (it must be in the controller's --configmap namespace)")
+        raise v.ValidationError(ref, ref, "ConfigMap not found (the controller reads ConfigMaps only with "
+                                "--configmap: of its namespace, or of all when it watches all namespaces)")
     data = configmap.get("data") or {}
     if not isinstance(data, Mapping):
         raise v.ValidationError(ref, data, "ConfigMap data must be a map of header names to values")
