@@ -33,6 +33,8 @@ class Defaults:
     add_headers: str | None = None  # ConfigMap of response headers
     allow_snippets: bool = False  # allow-snippet-annotations
     risk_level: str = "High"  # annotations-risk-level; snippets need "Critical" too
+    # global-allowed-response-headers: the only names custom-headers may set (lower-case)
+    allowed_response_headers: frozenset[str] = frozenset()
 
     @property
     def snippets(self) -> bool:
@@ -140,6 +142,14 @@ def _configmap_ref(text: str) -> str:
     return text.strip()
 
 
+def _header_names(text: str) -> frozenset[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}", name):
+            raise ValueError(f"{name!r} is not a header name")
+    return frozenset(n.lower() for n in names)
+
+
 def _risk_level(text: str) -> str:
     if text.strip() not in ("Low", "Medium", "High", "Critical"):
         raise ValueError("must be Low, Medium, High or Critical")
@@ -179,6 +189,7 @@ KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "add-headers": (_configmap_ref, ("defaults", "add_headers")),
     "allow-snippet-annotations": (parse_bool, ("defaults", "allow_snippets")),
     "annotations-risk-level": (_risk_level, ("defaults", "risk_level")),
+    "global-allowed-response-headers": (_header_names, ("defaults", "allowed_response_headers")),
 }
 
 def _build(values: dict[tuple[str, ...], object], http_port: int, https_port: int) -> tuple[GlobalSettings, Defaults]:

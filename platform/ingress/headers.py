@@ -234,11 +234,13 @@ def from_modifier(side: str, set: Iterable[tuple[str, str]] = (), add: Iterable[
     return tuple(ops)
 
 
-def configmap_ops(side: str, configmap: Mapping | None, ref: str) -> Program:
+def configmap_ops(side: str, configmap: Mapping | None, ref: str,
+                  allowed: frozenset[str] | None = None) -> Program:
     """The ``data`` of a headers ConfigMap (ingress-nginx's ``proxy-set-headers``,
     ``add-headers``, ``custom-headers``: header name → value) as ``set``
     operations, in name order. Values are literal. Raises ValidationError
-    naming ``ref`` when the ConfigMap is missing or a pair is not a header."""
+    naming ``ref`` when the ConfigMap is missing or a pair is not a header, or
+    (``allowed`` given: lower-case names) a name the operator does not allow."""
     if configmap is None:
         raise v.ValidationError(ref, ref, "ConfigMap not found (the controller reads ConfigMaps only with "
                                 "--configmap: of its namespace, or of all when it watches all namespaces)")
@@ -250,6 +252,9 @@ def configmap_ops(side: str, configmap: Mapping | None, ref: str) -> Program:
         value = data[name]
         if not isinstance(value, str):
             raise v.ValidationError(f"{ref}[{name}]", value, "must be a string")
+        if allowed is not None and str(name).lower() not in allowed:
+            raise v.ValidationError(f"ConfigMap {ref}", name, "is not a header the ConfigMap's "
+                                    "global-allowed-response-headers allows")
         try:
             ops.append(HeaderOp(side, "set", name, literal(value)))
         except v.ValidationError as exc:

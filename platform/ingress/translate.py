@@ -331,9 +331,7 @@ def _parse(obj: dict, allow_snippets: bool) -> _Parsed:
     # RFC 3339 UTC timestamps sort as text; a missing one sorts last.
     rank = (meta.get("creationTimestamp") or "\uffff", key)
     parsed = ann_mod.parse(meta.get("annotations"), allow_snippets=allow_snippets)
-    if parsed.annotations.custom_headers is not None and "/" not in parsed.annotations.custom_headers:
-        parsed = replace(parsed, annotations=replace(
-            parsed.annotations, custom_headers=f"{meta.get('namespace', '')}/{parsed.annotations.custom_headers}"))
+    parsed = _own_namespace_custom_headers(parsed, meta.get("namespace", ""))
     ing = _Ingress(key, meta.get("namespace", ""), meta.get("name", ""), obj, parsed.annotations)
     problems = [ing.problem("UnsupportedAnnotation", f"annotation {name} is not supported and was ignored")
                 for name in parsed.unsupported]
@@ -353,6 +351,21 @@ def _parse(obj: dict, allow_snippets: bool) -> _Parsed:
             if route is not None:
                 routes.append(route)
     return _Parsed(key, rank, ing, tuple(routes), tuple(hosts), tuple(problems))
+
+
+def _own_namespace_custom_headers(parsed: ann_mod.Parsed, namespace: str) -> ann_mod.Parsed:
+    """custom-headers as "ns/name", and only from the Ingress's own namespace
+    (as ingress-nginx: another team's ConfigMap is not this team's to read)."""
+    ref = parsed.annotations.custom_headers
+    if ref is None:
+        return parsed
+    ns, _, name = ref.rpartition("/")
+    if ns and ns != namespace:
+        error = ann_mod.AnnotationError(ann_mod.PREFIX + "custom-headers", ref,
+                                        f"names a ConfigMap outside the Ingress's namespace {namespace!r}")
+        return replace(parsed, annotations=replace(parsed.annotations, custom_headers=None),
+                       errors=(*parsed.errors, error))
+    return replace(parsed, annotations=replace(parsed.annotations, custom_headers=f"{namespace}/{name}"))
 
 
 def _rule_host(ing: _Ingress, raw: object, problems: list[Problem]) -> str | None:
@@ -469,10 +482,10 @@ class _Translator:
             self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""), issue.reason, issue.message))
         return config
 
-    def _header_configmap(self, side: str, ref: str) -> tuple:
+    def _header_configmap(self, side: str, ref: str, allowed: frozenset[str] | None = None) -> tuple:
         """The ``set`` operations of header ConfigMap ``ref`` ("ns/name"); ValidationError if unusable."""
         self.configmaps_used.add(ref)
-        return headers_mod.configmap_ops(side, self.snap.configmaps.get(ref), ref)
+        return headers_mod.configmap_ops(side, self.snap.configmaps.get(ref), ref, allowed)
 
     def _global_headers(self, defaults: globalconfig.Defaults) -> tuple:
         """proxy-set-headers and add-headers; an unusable ConfigMap is reported and left out."""
@@ -902,7 +915,8 @@ class _Translator:
         ssl_redirect = self._ssl_redirect(ann, is_tls)
         program = ann.headers
         if ann.custom_headers is not None:  # the Ingress is not served without them (fail closed)
-            program = self._header_configmap("response", ann.custom_headers) + program
+            program = self._header_configmap("response", ann.custom_headers,
+                                             self.defaults.allowed_response_headers) + program
         if ann.mirror is not None and ann.mirror.service is not None:  # mirror-target names a Service
             self._register(_ServiceRef(*ann.mirror.service), (None, "", None, False), None)
         return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, program), ann, lambda: Location(

@@ -51,30 +51,46 @@ def everything(result) -> str:
 # --- custom-headers, proxy-set-headers, add-headers -----------------------------------
 
 
+ALLOW = configmap({"global-allowed-response-headers": "X-Frame-Options, x-content-type-options,X-A,Content-Length"})
+
+
 def test_custom_headers_come_from_the_configmap_as_response_sets():
-    cm = headers_cm("sec", {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff"})
-    result = served({PREFIX + "custom-headers": "platform/sec"}, configmap({}), cm)
+    cm = headers_cm("sec", {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff"}, namespace="default")
+    result = served({PREFIX + "custom-headers": "default/sec"}, ALLOW, cm)
     assert result.problems == ()
     assert loc(result).headers == (h.HeaderOp("response", "set", "X-Content-Type-Options", ("nosniff",)),
                                    h.HeaderOp("response", "set", "X-Frame-Options", ("DENY",)))
-    assert "platform/sec" in result.configmaps_used
+    assert "default/sec" in result.configmaps_used
     policy = next(iter(routed(result)["policies"].values()))
     assert policy["fast"] is False and policy["headers"][0]["op"] == "res_set"
 
 
 @pytest.mark.parametrize("data", [None, {"X Bad": "v"}, {"X-A": "a\r\nSet-Cookie: pwned=1"}, {"X-A": "a\x00b"},
-                                  {"Content-Length": "0"}, {"X-A": "x" * 5000}])
+                                  {"Content-Length": "0"}, {"X-A": "x" * 5000}, {"X-Not-Allowed": "pwned"}])
 def test_custom_headers_that_cannot_be_applied_leave_the_ingress_unserved(data):
-    extra = [headers_cm("sec", data)] if data is not None else []
-    result = served({PREFIX + "custom-headers": "platform/sec"}, configmap({}), *extra)
-    assert reasons(result) == ["InvalidPath"] and "platform/sec" in result.problems[0].message
+    extra = [headers_cm("sec", data, namespace="default")] if data is not None else []
+    result = served({PREFIX + "custom-headers": "default/sec"}, ALLOW, *extra)
+    assert reasons(result) == ["InvalidPath"] and "default/sec" in result.problems[0].message
     assert result.configuration.servers == () or not locations(result, "example.com")
     assert "pwned" not in everything(result)
 
 
+def test_custom_headers_need_the_operators_allowlist():
+    cm = headers_cm("sec", {"X-Frame-Options": "DENY"}, namespace="default")
+    result = served({PREFIX + "custom-headers": "sec"}, configmap({}), cm)
+    assert reasons(result) == ["InvalidPath"] and "global-allowed-response-headers" in result.problems[0].message
+
+
+def test_custom_headers_from_another_namespace_are_refused():
+    cm = headers_cm("sec", {"X-A": "1"}, namespace="other")
+    result = served({PREFIX + "custom-headers": "other/sec"}, ALLOW, cm)
+    assert reasons(result) == ["InvalidAnnotation"] and "namespace" in result.problems[0].message
+    assert result.configuration.servers == ()
+
+
 def test_custom_headers_name_alone_is_the_ingress_namespace():
     cm = headers_cm("sec", {"X-A": "1"}, namespace="default")
-    result = served({PREFIX + "custom-headers": "sec"}, configmap({}), cm)
+    result = served({PREFIX + "custom-headers": "sec"}, ALLOW, cm)
     assert loc(result).headers == (h.HeaderOp("response", "set", "X-A", ("1",)),)
 
 

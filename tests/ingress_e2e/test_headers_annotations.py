@@ -1,7 +1,8 @@
 """Ingress header annotations end to end: the real ``platformd ingress`` against
 the fake API server, its nginx, echo backends in network namespaces.
-custom-headers and the ConfigMap's proxy-set-headers / add-headers from
-ConfigMaps (a change of one is served without a reload), and the snippet
+custom-headers (a ConfigMap of the Ingress's namespace, names allowed by
+global-allowed-response-headers) and the ConfigMap's proxy-set-headers /
+add-headers (a change of one is served without a reload), and the snippet
 switch: off, a snippet refuses the Ingress; on (the ConfigMap's
 allow-snippet-annotations with annotations-risk-level Critical), its parsed
 subset is applied per request."""
@@ -43,16 +44,17 @@ def test_header_configmaps_and_the_snippet_switch(fake_api, ingress_controller, 
     fake_api.create(o.ingress_class())
     fake_api.create(o.service("web"))
     fake_api.create(o.endpoint_slice("web", [backends["web"].ip]))
-    fake_api.create(_cm("ingress", {"proxy-set-headers": "system/req", "add-headers": "res"}))
+    fake_api.create(_cm("ingress", {"proxy-set-headers": "system/req", "add-headers": "res",
+                                    "global-allowed-response-headers": "X-Frame-Options"}))
     fake_api.create(_cm("req", {"X-Env": "prod"}))
     fake_api.create(_cm("res", {"X-Served-By": "platform"}))
-    fake_api.create(_cm("sec", {"X-Frame-Options": "DENY"}))
+    fake_api.create(_cm("sec", {"X-Frame-Options": "DENY"}, namespace="default"))  # the Ingress's own namespace
     fake_api.create(o.ingress("plain", "plain.example", [("/", "web", 80)]))
     fake_api.create(o.ingress("custom", "custom.example", [("/", "web", 80)],
-                              annotations={"custom-headers": "system/sec"}))
+                              annotations={"custom-headers": "sec"}))
     fake_api.create(o.ingress("snip", "snip.example", [("/", "web", 80)],
                               annotations={"configuration-snippet": SNIPPET}))
-    running = ingress_controller("--configmap", "system/ingress", "--watch-namespace", "default")
+    running = ingress_controller("--configmap", "system/ingress")  # all namespaces: the Ingress's ConfigMaps too
     running.wait_ready()
     r = running.wait_served("custom.example", "/", "web", timeout=20)
     assert r.headers["x-frame-options"] == "DENY" and r.headers["x-served-by"] == "platform"
@@ -63,7 +65,7 @@ def test_header_configmaps_and_the_snippet_switch(fake_api, ingress_controller, 
     start = _reloads(running)
 
     # A header ConfigMap change is served without a reload.
-    sec = fake_api.get("ConfigMap", "system", "sec")
+    sec = fake_api.get("ConfigMap", "default", "sec")
     sec["data"] = {"X-Frame-Options": "SAMEORIGIN"}
     fake_api.update(sec)
     wait_for(lambda: running.get("/", host="custom.example").headers.get("x-frame-options") == "SAMEORIGIN", 20,
@@ -81,6 +83,6 @@ def test_header_configmaps_and_the_snippet_switch(fake_api, ingress_controller, 
     assert _reloads(running) == start
 
     # A missing custom-headers ConfigMap: that Ingress stops being served (fail closed), the rest serves.
-    fake_api.delete("ConfigMap", "system", "sec")
+    fake_api.delete("ConfigMap", "default", "sec")
     wait_for(lambda: running.get("/", host="custom.example").status_code == 404, 20, message="custom fails closed")
     assert running.get("/", host="plain.example").text == "web"
