@@ -23,8 +23,9 @@ Statements:
 * ``If(variable, negate, value, body)``: ``if ($var = value) { body }``
   (``!=`` with ``negate``), only on a plain variable comparison.
 
-A ``Value`` is a tuple of literal strings and ``Var`` references. Outside
-snippets values are literal (a ``$`` in a Gateway filter value is a ``$``).
+A ``Value`` is a tuple of literal strings and ``Var`` references. Gateway
+filter values are literal (a ``$`` there is a ``$``); snippets and the header
+ConfigMaps may read variables (``template``), as nginx expanded them there.
 Variables are read only from ``READABLE`` (and the program's own ``set``
 variables): nothing else of the request or of nginx can be reached.
 
@@ -88,6 +89,31 @@ Value = tuple[Union[str, Var], ...]
 
 def literal(text: str) -> Value:
     return (text,) if text else ()
+
+
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def template(field: str, text: str, own: Iterable[str] = ()) -> Value:
+    """``text`` with nginx's ``$name`` / ``${name}`` references as a Value:
+    each variable readable (or in ``own``, set before by the program), and no
+    other ``$``. (What ingress-nginx's header ConfigMaps and snippets would
+    have nginx expand; here Lua reads them per request.)"""
+    parts: list = []
+    last = 0
+    for m in _REFERENCE.finditer(text):
+        if m.start() > last:
+            parts.append(text[last:m.start()])
+        name = m.group(1) or m.group(2)
+        if not (readable(name) or name in own):
+            raise v.ValidationError(field, "$" + name, "is not a variable a route may read")
+        parts.append(Var(name))
+        last = m.end()
+    if last < len(text):
+        parts.append(text[last:])
+    if any(isinstance(p, str) and "$" in p for p in parts):
+        raise v.ValidationError(field, text, "has a '$' that is not a variable")
+    return header_value(field, tuple(parts))
 
 
 def variable_name(field: str, name: str) -> str:
@@ -238,7 +264,8 @@ def configmap_ops(side: str, configmap: Mapping | None, ref: str,
                   allowed: frozenset[str] | None = None) -> Program:
     """The ``data`` of a headers ConfigMap (ingress-nginx's ``proxy-set-headers``,
     ``add-headers``, ``custom-headers``: header name → value) as ``set``
-    operations, in name order. Values are literal. Raises ValidationError
+    operations, in name order. Values may read variables (``template``), as
+    nginx expanded them in ingress-nginx. Raises ValidationError
     naming ``ref`` when the ConfigMap is missing or a pair is not a header, or
     (``allowed`` given: lower-case names) a name the operator does not allow."""
     if configmap is None:
@@ -256,7 +283,7 @@ def configmap_ops(side: str, configmap: Mapping | None, ref: str,
             raise v.ValidationError(f"ConfigMap {ref}", name, "is not a header the ConfigMap's "
                                     "global-allowed-response-headers allows")
         try:
-            ops.append(HeaderOp(side, "set", name, literal(value)))
+            ops.append(HeaderOp(side, "set", name, template(f"{ref}[{name}]", value)))
         except v.ValidationError as exc:
             raise exc.within(f"ConfigMap {ref}") from None
     return tuple(ops)

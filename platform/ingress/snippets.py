@@ -122,9 +122,6 @@ def _tokens(text: str) -> list[_Token]:
     return out
 
 
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
 class _Parser:
     def __init__(self, tokens: list[_Token]) -> None:
         self.tokens = tokens
@@ -134,27 +131,11 @@ class _Parser:
     # -- helpers ----------------------------------------------------------------
 
     def value(self, token: _Token) -> h.Value:
-        """A template: literal parts and variables, each variable readable."""
-        parts: list = []
-        last = 0
-        text = token.text
-        for m in _VAR.finditer(text):
-            if m.start() > last:
-                parts.append(text[last:m.start()])
-            name = m.group(1) or m.group(2)
-            if not (h.readable(name) or name in self.own):
-                raise SnippetError(token.line, f"variable ${name} is not one a snippet may read")
-            parts.append(h.Var(name))
-            last = m.end()
-        rest = text[last:]
-        if "$" in rest:
-            raise SnippetError(token.line, f"{text!r}: a '$' that is not a variable")
-        if rest:
-            parts.append(rest)
+        """A template: literal parts and variables, each readable or set before."""
         try:
-            return h.header_value("value", tuple(parts))
+            return h.template("value", token.text, self.own)
         except v.ValidationError as exc:
-            raise SnippetError(token.line, exc.reason) from None
+            raise SnippetError(token.line, f"{exc.value!r} {exc.reason}") from None
 
     def statement(self, line: int, make):
         try:

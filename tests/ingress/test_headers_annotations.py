@@ -249,3 +249,21 @@ def test_a_grpc_ingress_mirrors_grpc_calls_with_their_body_only():
     for extra in ({"backend-protocol": "GRPC", "mirror-request-body": "off"}, {"backend-protocol": "GRPCS"}):
         result = served({PREFIX + "mirror-target": "http://10.0.0.1/", **{PREFIX + k: v for k, v in extra.items()}})
         assert reasons(result) == ["InvalidPath"] and "gRPC" in result.problems[0].message
+
+
+def test_header_configmap_values_read_allowed_variables_only():
+    cm = configmap({"proxy-set-headers": "platform/req"})
+    ok = served({}, cm, headers_cm("req", {"X-Client": "${remote_addr}:$remote_port", "X-Lit": "plain"}))
+    assert ok.problems == ()
+    assert ok.configuration.settings.headers == (
+        h.HeaderOp("request", "set", "X-Client", (h.Var("remote_addr"), ":", h.Var("remote_port"))),
+        h.HeaderOp("request", "set", "X-Lit", ("plain",)))
+    for value in ("$document_root", "cost $5", "${realpath_root}", "$"):
+        bad = served({}, cm, headers_cm("req", {"X-A": value}))
+        assert reasons(bad) == ["InvalidConfigValue"], value
+        assert bad.configuration.settings.headers == ()
+
+
+def test_a_stray_dollar_between_variables_is_refused_in_snippets():
+    with pytest.raises(snippets.SnippetError):
+        snippets.parse("add_header X-A 'a$5 $host';")
