@@ -79,6 +79,14 @@ Semantics decided here (see also each module's docstring):
   Ingress using the backend; a later one asking otherwise gets a Problem.
 * ``default-backend`` (annotation): a path whose Service has no endpoints is
   sent to that Service (its first port) instead, as in ingress-nginx.
+* Headers (headers.py). The ConfigMap's ``proxy-set-headers`` / ``add-headers``
+  become ``GlobalSettings.headers`` (a ConfigMap that cannot be read is
+  reported and left out); ``custom-headers`` reads a ConfigMap of the
+  Ingress's own namespace, names allowed by ``global-allowed-response-headers``,
+  and a failure costs each path of the Ingress (fail closed). Snippets are read
+  (snippets.py) when ``--allow-snippet-annotations`` or the ConfigMap turns
+  them on. The ConfigMaps read are ``Translation.configmaps_used``: a change
+  of one is a sync.
 """
 
 from __future__ import annotations
