@@ -48,7 +48,7 @@ from platformd.ingress import validate as v
 
 __all__ = [
     "HeaderOp", "If", "Program", "READABLE", "Return", "SetVar", "Var", "configmap_ops", "from_modifier",
-    "literal", "payload", "variable_name",
+    "literal", "payload", "template", "variable_name",
 ]
 
 # RFC 7230 section 3.2.6 token.

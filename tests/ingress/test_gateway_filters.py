@@ -6,7 +6,7 @@ import pytest
 
 from platformd.ingress import headers as h
 from platformd.ingress.mirror import Mirror
-from tests.ingress.gateway_objects import backend, gateway, grpc_route, http_route, path, rule, service
+from tests.ingress.gateway_objects import backend, gateway, grpc_route, http_route, rule, service
 from tests.ingress.test_gateway_lowering import _lower
 
 
