@@ -470,6 +470,22 @@ function M.balance()
   return set_peer(endpoint)
 end
 
+--- "ip:port" of an endpoint of backend `name` chosen as a plain request
+-- would be, or nil (none): where a mirrored copy goes (lua/mirror.lua).
+function M.endpoint_of(name)
+  refresh()
+  local entry = state.entries[name]
+  local endpoint = entry and entry.instance:balance(PLAIN_REQUEST)
+  if endpoint == nil then
+    return nil
+  end
+  local address = endpoint.address
+  if address:find(":", 1, true) then
+    address = "[" .. address .. "]"
+  end
+  return address .. ":" .. endpoint.port
+end
+
 --- Balancer phase of `upstream_lane` (the router's named lanes): the
 -- route's timeouts (router.lua puts them in ngx.ctx), then as balance().
 function M.balance_lane()

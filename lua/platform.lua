@@ -7,6 +7,7 @@ local M = {}
 
 local MODULES = {
   "configuration", "balancer", "canary", "certificate", "router", "util.cidr", "util.limit",
+  "headers", "mirror",
   "balancer.round_robin", "balancer.ewma", "balancer.chash",
   "balancer.sticky_balanced", "balancer.sticky_persistent",
   "auth", "auth_basic", "auth_digest", "auth_external",

@@ -43,6 +43,8 @@ local bound = require("bound")
 local request_redirect = require("redirect")
 local changes_now = require("util.changes").current
 local reader = require("util.variable").reader
+local headers = require("headers")
+local mirror = require("mirror")
 
 -- The variables every request reads, their names hashed once (util/variable:
 -- ngx.var[name] lower-cases and hashes the name per read, ~150 instructions).
@@ -141,6 +143,8 @@ local function compile_policy(p)
     policy.auth = require("auth").compile(p.auth)
     policy.simple = false
   end
+  policy.headers = headers.compile(p.headers)
+  policy.mirror = mirror.compile(p.mirror)
   return policy
 end
 
@@ -612,6 +616,12 @@ function M.route(lane)
     return ngx.exit(ngx.HTTP_FORBIDDEN)
   end
   if lane ~= nil then
+    if policy.headers ~= nil then
+      headers.run(policy.headers)
+    end
+    if policy.mirror ~= nil then
+      mirror.prepare(policy.mirror)
+    end
     ngx_var.platform_scheme = policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
@@ -632,6 +642,7 @@ end
 function M.init()
   balancer = require("balancer")
   limit = require("util.limit")
+  mirror.init()
 end
 
 return M

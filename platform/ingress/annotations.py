@@ -37,6 +37,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from platformd.ingress import auth as auth_mod
+from platformd.ingress import mirror as mirror_mod
+from platformd.ingress import snippets as snippets_mod
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -51,7 +53,9 @@ from platformd.ingress.model import (
     SessionAffinity,
     Timeouts,
     TrafficShapingPolicy,
+    service_backend_name,
 )
+from platformd.ingress.mirror import Mirror
 
 __all__ = ["PREFIX", "AnnotationError", "Annotations", "Parsed", "parse"]
 
@@ -97,6 +101,10 @@ class Annotations:
     canary: bool = False
     traffic_shaping: TrafficShapingPolicy | None = None
     auth: auth_mod.AuthRequest | None = None  # auth-*, satisfy (resolved per Ingress by translate)
+    # headers and mirroring (headers.py, snippets.py, mirror.py)
+    headers: tuple = ()  # the parsed server-snippet + configuration-snippet program
+    custom_headers: str | None = None  # "ns/name" or "name" of a ConfigMap; resolved by the translator
+    mirror: Mirror | None = None
 
     @property
     def regex_paths(self) -> bool:
@@ -202,6 +210,18 @@ def _header_value(field: str, text: str) -> str:
 
 
 _SECONDS = _int(1, 86400)
+_CONFIGMAP_REF = re.compile(r"^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$")
+
+
+def configmap_ref(field: str, text: str) -> str:
+    if not _CONFIGMAP_REF.fullmatch(text.strip()):
+        raise _Refused("must name a ConfigMap: namespace/name or name")
+    return text.strip()
+
+
+def _mirror_target(field: str, text: str) -> tuple:
+    return mirror_mod.parse_target(field, text.strip())
+
 
 # annotation (without prefix) -> parser. Order is irrelevant.
 PARSERS: dict[str, Callable[[str], object]] = {
@@ -250,6 +270,10 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "default-backend": _checked(_service_name),
     "service-upstream": _bool,
     "upstream-vhost": _checked(v.upstream_vhost),
+    "custom-headers": _checked(configmap_ref),
+    "mirror-target": _unchecked(_mirror_target),
+    "mirror-request-body": _on_off,
+    "mirror-host": _checked(v.upstream_vhost),
 }
 
 def _auth_value(name: str) -> Callable[[str], object]:
@@ -431,6 +455,21 @@ def _auth(r: _Reader) -> auth_mod.AuthRequest | None:
     return made
 
 
+_SNIPPETS = ("configuration-snippet", "server-snippet")
+
+
+def _mirror(r: _Reader) -> Mirror | None:
+    if not r.has("mirror-target"):
+        return None
+    scheme, address, host, uri = r.get("mirror-target")
+    where: dict = {"address": address}
+    if isinstance(address, tuple):  # a cluster Service: its Ingress Backend, made by the translator
+        where = {"backend": service_backend_name(*address), "service": address}
+    return r.build(("mirror-target", "mirror-host", "mirror-request-body"), lambda: Mirror(
+        scheme=scheme, uri=uri, host=r.get("mirror-host", host),
+        request_body=r.get("mirror-request-body", True), **where))
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -451,15 +490,24 @@ def _parse_cached(items: tuple[tuple[str, object], ...], allow_snippets: bool) -
 
 def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parsed:
     ours: dict[str, str] = {}
+    programs: dict[str, tuple] = {}
     refused: list[AnnotationError] = []
     unsupported: list[str] = []
     for key, value in items:
         name = key[len(PREFIX):]
-        if name.endswith("-snippet"):
+        if name in _SNIPPETS and allow_snippets:
+            try:
+                if not isinstance(value, str):
+                    raise snippets_mod.SnippetError(1, "must be a string")
+                programs[name] = snippets_mod.parse(value)
+            except snippets_mod.SnippetError as exc:
+                refused.append(AnnotationError(key, str(value), f"is refused: {exc}"))
+        elif name.endswith("-snippet"):
             why = (
-                "is a snippet; snippets are not supported by this controller"
+                "is a snippet; only configuration-snippet and server-snippet are read (a parsed subset)"
                 if allow_snippets
-                else "is a snippet; snippet annotations are disabled (--allow-snippet-annotations)"
+                else "is a snippet; snippet annotations are disabled (--allow-snippet-annotations, or the "
+                     "ConfigMap's allow-snippet-annotations with annotations-risk-level Critical)"
             )
             refused.append(AnnotationError(key, str(value), why))
         elif name in PARSERS:
@@ -492,6 +540,10 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         canary=bool(r.get("canary", False)),
         traffic_shaping=_traffic_shaping(r),
         auth=_auth(r),
+        # server-snippet runs first, as nginx's server rewrite phase precedes the location's
+        headers=programs.get("server-snippet", ()) + programs.get("configuration-snippet", ()),
+        custom_headers=r.get("custom-headers"),
+        mirror=_mirror(r),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

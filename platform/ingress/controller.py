@@ -253,6 +253,7 @@ class Controller:
         # selector, so TLS handling is unchanged (docs/security.md, "Secrets").
         self.auth_secrets = factory.informer(resources.OPAQUE_SECRETS)
         self.configmaps = None
+        self._configmaps_used: frozenset[str] = frozenset()  # header ConfigMaps the last sync read
         if options.configmap:
             self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
         self._full = BoundedFrequencyRunner("ingress-sync", self.sync, options.route_interval,
@@ -382,7 +383,8 @@ class Controller:
 
     def _on_configmap(self, obj: dict) -> None:
         key = key_of(obj)
-        if key == self.options.configmap or self.ingresses.store.index_keys(_BY_AUTH_CONFIGMAP, key):
+        if (key == self.options.configmap or key in self._configmaps_used
+                or self.ingresses.store.index_keys(_BY_AUTH_CONFIGMAP, key)):
             self._full.run()
 
     # --- the full sync ---------------------------------------------------------
@@ -394,6 +396,7 @@ class Controller:
             generation = self._slice_generation
         snapshot = self._snapshot()
         translation = build(snapshot, self.options.translate, self.caches)
+        self._configmaps_used = translation.configmaps_used
         config = self._localize(translation.configuration)
         with self._model_lock:
             with self._dirty_lock:
@@ -457,7 +460,7 @@ class Controller:
             endpoint_slices={k: tuple(v) for k, v in slices.items()},
             secrets={**self._auth_secrets(ingresses), **dict(self.secrets.store.items())},
             configmap=configmap,
-            configmaps=self._auth_configmaps(ingresses),
+            configmaps=dict(self.configmaps.store.items()) if self.configmaps is not None else {},
         )
 
     def _auth_secrets(self, ingresses: Iterable[dict]) -> dict[str, dict]:
@@ -466,12 +469,6 @@ class Controller:
         store = self.auth_secrets.store
         keys = {k for obj in ingresses for k in auth.index_ingress_by_auth_secret(obj)}
         return {k: o for k in keys if (o := store.get(k)) is not None}
-
-    def _auth_configmaps(self, ingresses: Iterable[dict]) -> dict[str, dict]:
-        if self.configmaps is None:
-            return {}
-        keys = {k for obj in ingresses for k in auth.index_ingress_by_auth_configmap(obj)}
-        return {k: o for k in keys if (o := self.configmaps.store.get(k)) is not None}
 
     def _localize(self, config: Configuration) -> Configuration:
         """Process-level settings that are not the cluster's to choose."""
@@ -567,7 +564,7 @@ class Controller:
         secrets.update(self._auth_secrets(ingresses))
         return Snapshot(ingresses=ingresses, ingress_classes=tuple(self.classes.store.list()),
                         services=services, endpoint_slices=slices, secrets=secrets, configmap=configmap,
-                        configmaps=self._auth_configmaps(ingresses))
+                        configmaps=dict(self.configmaps.store.items()) if self.configmaps is not None else {})
 
     # --- recording and telling ------------------------------------------------------
 

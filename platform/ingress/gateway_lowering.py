@@ -9,8 +9,8 @@ host out and says why (``Skipped``): serving part of a host's rules, or
 serving them with other semantics, would answer requests the route does not
 mean to answer. What needs the router to grow (the gaps, in
 docs/gateway-api.md): header / query / method matches, weighted or invalid
-backend shares and 500 answers, request / response header modifiers and
-mirrors.
+backend shares and 500 answers. Header modifiers and mirrors become the
+same header program and mirror as the Ingress annotations (gateway_filters).
 
 Hosts of binds on a pool address (``--gateway-address-pool``) or on a mapped
 listener port (``--gateway-listener-port``) go to tables of their own
@@ -44,6 +44,8 @@ from platformd.common import gcpause
 from platformd.ingress import certificates, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import validate as v
+from platformd.ingress.gateway_filters import Unsupported as _FilterUnsupported
+from platformd.ingress.gateway_filters import gateway_filters
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
 from platformd.ingress.gateway_rules import GRPC_CONTENT_TYPE
 from platformd.ingress.model import (
@@ -142,8 +144,7 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[st
         raise _Unsupported("header, query parameter and method matches need the router")
     if action.status is not None:
         raise _Unsupported(f"rule {entry.rule} of {entry.route} answers {action.status}, which needs the router")
-    if action.request_headers or action.response_headers or action.mirrors:
-        raise _Unsupported("header modifiers and mirrors need the router")
+    program, mirror = gateway_filters(action, backend_name)
     redirect, backend, target = None, None, None
     if action.redirect is not None:
         redirect = _redirect(action)
@@ -158,7 +159,7 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[st
                           timeouts=_timeouts(action))
     location = Location(path=match.path.value, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
                         cors=_cors(action), rewrite_target=_rewrite_target(entry),
-                        ssl_redirect=ssl_redirect, request_redirect=redirect)
+                        ssl_redirect=ssl_redirect, request_redirect=redirect, headers=program, mirror=mirror)
     return location, target
 
 
@@ -182,6 +183,7 @@ def _locations(entries: tuple[RouteEntry, ...], ssl_redirect: bool) -> tuple[lis
         locations.append(location)
         if target is not None:
             targets.add(target)
+        targets.update((m.service, m.port) for m in entry.action.mirrors)  # Backends the copies go to
     return locations, targets
 
 
@@ -245,7 +247,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
                 else:
                     server, used = _server(name, hosts, table, is_shared)
                     servers.append(server)
-            except (_Unsupported, v.ValidationError) as exc:
+            except (_Unsupported, _FilterUnsupported, v.ValidationError) as exc:
                 skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
                 continue
             targets.update(used)

@@ -30,6 +30,17 @@ class Defaults:
 
     ssl_redirect: bool = True
     load_balance: LoadBalance = LoadBalance.ROUND_ROBIN
+    proxy_set_headers: str | None = None  # ConfigMap "ns/name" (or "name": this one's namespace)
+    add_headers: str | None = None  # ConfigMap of response headers
+    allow_snippets: bool = False  # allow-snippet-annotations
+    risk_level: str = "High"  # annotations-risk-level; snippets need "Critical" too
+    # global-allowed-response-headers: the only names custom-headers may set (lower-case)
+    allowed_response_headers: frozenset[str] = frozenset()
+
+    @property
+    def snippets(self) -> bool:
+        """The ConfigMap turns snippets on as ingress-nginx (>= 1.12) does: both keys."""
+        return self.allow_snippets and self.risk_level == "Critical"
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,29 @@ def _error_level(text: str) -> str:
     return text
 
 
+_REF = re.compile(r"^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$")
+
+
+def _configmap_ref(text: str) -> str:
+    if not _REF.fullmatch(text.strip()):
+        raise ValueError("must name a ConfigMap: namespace/name or name")
+    return text.strip()
+
+
+def _header_names(text: str) -> frozenset[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}", name):
+            raise ValueError(f"{name!r} is not a header name")
+    return frozenset(n.lower() for n in names)
+
+
+def _risk_level(text: str) -> str:
+    if text.strip() not in ("Low", "Medium", "High", "Critical"):
+        raise ValueError("must be Low, Medium, High or Critical")
+    return text.strip()
+
+
 KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     # key: (parser, field path in the settings state)
     "worker-processes": (_worker_processes, ("workers", "processes")),
@@ -153,6 +187,11 @@ KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     # translation defaults
     "ssl-redirect": (parse_bool, ("defaults", "ssl_redirect")),
     "load-balance": (_load_balance, ("defaults", "load_balance")),
+    "proxy-set-headers": (_configmap_ref, ("defaults", "proxy_set_headers")),
+    "add-headers": (_configmap_ref, ("defaults", "add_headers")),
+    "allow-snippet-annotations": (parse_bool, ("defaults", "allow_snippets")),
+    "annotations-risk-level": (_risk_level, ("defaults", "risk_level")),
+    "global-allowed-response-headers": (_header_names, ("defaults", "allowed_response_headers")),
 }
 
 def _build(values: dict[tuple[str, ...], object], http_port: int, https_port: int) -> tuple[GlobalSettings, Defaults]:

@@ -83,6 +83,13 @@ def _pem(field: str, text: str) -> str:
     return body
 
 
+def _mirror_uri(field: str, text: str) -> str:
+    """One of the template's fixed mirror locations (mirror.py)."""
+    if text not in ("/_platform_mirror", "/_platform_mirror_nobody", "/_platform_mirror_grpc"):
+        raise v.ValidationError(field, text, "must be one of the fixed mirror locations")
+    return text
+
+
 # directive -> validator(field, text) -> the text nginx.conf gets after the name.
 # Each entry is a directive that takes no variables and that some route
 # setting needs; add one only with the setting that needs it.
@@ -100,6 +107,8 @@ DIRECTIVES: dict[str, Callable[[str, str], str]] = {
     "proxy_ssl_trusted_certificate": _pem,
     "proxy_ssl_certificate": _pem,
     "proxy_ssl_certificate_key": _pem,
+    "mirror": _mirror_uri,
+    "mirror_request_body": _on_off,
 }
 
 # Their value is file content; nginx.conf names a file holding it.

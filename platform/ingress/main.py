@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--configmap", type=_namespaced, help="ns/name of the ConfigMap with global settings")
     p.add_argument("--sync-rate-limit", type=_positive_float, default=0.3,
                    help="nginx reloads (global settings only) per second at most (default 0.3); route changes are not limited")
-    p.add_argument("--allow-snippet-annotations", action="store_true", help="accept *-snippet annotations")
+    p.add_argument("--allow-snippet-annotations", action="store_true", help="read configuration-snippet and server-snippet as a parsed subset of header directives "
+                        "(docs/annotations.md); off, any snippet refuses its Ingress")
     p.add_argument("--disable-svc-external-name", action="store_true",
                    help="refuse Services of type ExternalName as backends (ingress-nginx's flag)")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")

@@ -30,7 +30,9 @@ import operator
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
+from platformd.ingress.mirror import Mirror
 
 __all__ = [
     "AccessControl",
@@ -403,6 +405,8 @@ class Location:
     # (validated there; holds credentials, never printed).
     auth: object = None
     request_redirect: RequestRedirect | None = None  # Gateway API; answered instead of proxying
+    headers: tuple = ()  # a headers.Program: request/response header operations, applied per request
+    mirror: Mirror | None = None  # copy each request to another target (mirror.py)
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)
@@ -419,6 +423,15 @@ class Location:
             from platformd.ingress import lanes  # lanes imports this module
 
             _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives))
+        if self.mirror is not None:  # `mirror` takes no variable: the copy needs a lane (mirror.py)
+            from platformd.ingress import lanes, mirror as mirror_mod
+
+            pairs = _checked(where, mirror_mod.lane_directives, self.mirror, self.proxy.protocol.value)
+            extra = tuple(p for p in pairs if p not in self.lane_directives)
+            if extra:
+                _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives + extra))
+        if self.headers:
+            _set(self, "headers", _checked(where, headers_mod.check_program, "headers", self.headers))
 
     @property
     def sort_key(self) -> tuple:
@@ -602,6 +615,7 @@ class GlobalSettings:
     upstream_keepalive_connections: int = 320
     use_forwarded_headers: bool = False
     server_tokens: bool = False
+    headers: tuple = ()  # a headers.Program every route runs first (proxy-set-headers, add-headers)
 
     def __post_init__(self) -> None:
         _set(self, "body_size", v.size("body_size", self.body_size))

@@ -27,7 +27,8 @@ Payload::
               "cors": {...} | null, "allow": [cidr], "deny": [cidr],
               "limit_rps", "limit_burst", "limit_connections",
               "auth": {...} | null,                          # platformd.ingress.auth.payload
-              "request_redirect": {...} | null}        # bound.redirect_payload
+              "request_redirect": {...} | null,        # bound.redirect_payload
+              "headers": [statement] | null (headers.payload), "mirror": {...} | null (mirror.payload)}
 
 Names are a server's hostname and aliases (``*.example.com`` covers
 exactly one label). ``fast``: the route's settings equal the defaults
@@ -53,8 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from platformd.ingress import auth as auth_mod
-from platformd.ingress import lanes
-from platformd.ingress import bound
+from platformd.ingress import bound, headers, lanes, mirror
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -121,7 +121,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
             and not loc.lane_directives
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
-            and not limit.connections and loc.cors is None and loc.auth is None)
+            and not limit.connections and loc.cors is None and loc.auth is None
+            and not loc.headers and not settings.headers and loc.mirror is None)
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
@@ -147,6 +148,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         # Credentials (htpasswd hashes): in the routes sections only (auth.payload).
         "auth": auth_mod.payload(loc.auth) if loc.auth is not None else None,
         "request_redirect": bound.redirect_payload(loc.request_redirect),
+        "headers": headers.payload(settings.headers + loc.headers),
+        "mirror": mirror.payload(loc.mirror),
     }
 
 
@@ -180,7 +183,7 @@ class _Policies:
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
-               loc.lane_directives, loc.auth, loc.request_redirect)
+               loc.lane_directives, loc.auth, loc.request_redirect, loc.headers, loc.mirror)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)

@@ -35,13 +35,16 @@ class Snapshot:
     endpoint_slices: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)  # "ns/service" -> slices
     secrets: Mapping[str, dict] = field(default_factory=dict)  # "ns/name" -> Secret
     configmap: dict | None = None  # the --configmap ConfigMap, if any
-    configmaps: Mapping[str, dict] = field(default_factory=dict)  # "ns/name" -> ConfigMap (auth-proxy-set-headers)
+    # ConfigMaps the controller reads ("ns/name" -> ConfigMap): the header
+    # lists custom-headers, proxy-set-headers and add-headers name, and
+    # auth-proxy-set-headers.
+    configmaps: Mapping[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Read-only views, so a holder cannot change what another one sees.
         object.__setattr__(self, "ingresses", tuple(self.ingresses))
         object.__setattr__(self, "ingress_classes", tuple(self.ingress_classes))
-        for name in ("services", "endpoint_slices", "secrets"):
+        for name in ("services", "endpoint_slices", "secrets", "configmaps"):
             value = getattr(self, name)
             if not isinstance(value, MappingProxyType):
                 object.__setattr__(self, name, MappingProxyType(dict(value)))

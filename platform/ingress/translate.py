@@ -79,6 +79,14 @@ Semantics decided here (see also each module's docstring):
   Ingress using the backend; a later one asking otherwise gets a Problem.
 * ``default-backend`` (annotation): a path whose Service has no endpoints is
   sent to that Service (its first port) instead, as in ingress-nginx.
+* Headers (headers.py). The ConfigMap's ``proxy-set-headers`` / ``add-headers``
+  become ``GlobalSettings.headers`` (a ConfigMap that cannot be read is
+  reported and left out); ``custom-headers`` reads a ConfigMap of the
+  Ingress's own namespace, names allowed by ``global-allowed-response-headers``,
+  and a failure costs each path of the Ingress (fail closed). Snippets are read
+  (snippets.py) when ``--allow-snippet-annotations`` or the ConfigMap turns
+  them on. The ConfigMaps read are ``Translation.configmaps_used``: a change
+  of one is a sync.
 """
 
 from __future__ import annotations
@@ -86,7 +94,7 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
@@ -95,6 +103,7 @@ from platformd.ingress import auth as auth_mod
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
+from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
@@ -150,6 +159,7 @@ class Translation:
     configuration: Configuration
     problems: tuple[Problem, ...]
     owned_ingresses: tuple[str, ...]  # "ns/name" of Ingresses that are ours (for status)
+    configmaps_used: frozenset[str] = frozenset()  # header ConfigMaps read (a change of one is a sync)
 
 
 def build(snapshot: Snapshot, options: TranslateOptions, caches: Caches | None = None) -> Translation:
@@ -188,7 +198,8 @@ class _Ingress:
                            (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream))
         object.__setattr__(self, "isolated", not ann.server_aliases and ann.app_root is None
                            and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend")
-                           and (ann.auth is None or not ann.auth.reads_objects))
+                           and (ann.auth is None or not ann.auth.reads_objects)
+                           and ann.custom_headers is None)  # a ConfigMap is an input outside the host
 
     def problem(self, reason: str, message: str) -> Problem:
         return Problem("Ingress", self.namespace, self.name, reason, message)
@@ -331,6 +342,7 @@ def _parse(obj: dict, allow_snippets: bool) -> _Parsed:
     # RFC 3339 UTC timestamps sort as text; a missing one sorts last.
     rank = (meta.get("creationTimestamp") or "\uffff", key)
     parsed = ann_mod.parse(meta.get("annotations"), allow_snippets=allow_snippets)
+    parsed = _own_namespace_custom_headers(parsed, meta.get("namespace", ""))
     ing = _Ingress(key, meta.get("namespace", ""), meta.get("name", ""), obj, parsed.annotations)
     problems = [ing.problem("UnsupportedAnnotation", f"annotation {name} is not supported and was ignored")
                 for name in parsed.unsupported]
@@ -350,6 +362,21 @@ def _parse(obj: dict, allow_snippets: bool) -> _Parsed:
             if route is not None:
                 routes.append(route)
     return _Parsed(key, rank, ing, tuple(routes), tuple(hosts), tuple(problems))
+
+
+def _own_namespace_custom_headers(parsed: ann_mod.Parsed, namespace: str) -> ann_mod.Parsed:
+    """custom-headers as "ns/name", and only from the Ingress's own namespace
+    (as ingress-nginx: another team's ConfigMap is not this team's to read)."""
+    ref = parsed.annotations.custom_headers
+    if ref is None:
+        return parsed
+    ns, _, name = ref.rpartition("/")
+    if ns and ns != namespace:
+        error = ann_mod.AnnotationError(ann_mod.PREFIX + "custom-headers", ref,
+                                        f"names a ConfigMap outside the Ingress's namespace {namespace!r}")
+        return replace(parsed, annotations=replace(parsed.annotations, custom_headers=None),
+                       errors=(*parsed.errors, error))
+    return replace(parsed, annotations=replace(parsed.annotations, custom_headers=f"{namespace}/{name}"))
 
 
 def _rule_host(ing: _Ingress, raw: object, problems: list[Problem]) -> str | None:
@@ -418,6 +445,7 @@ class _Translator:
         self.primary_backends: dict[tuple, str] = {}  # route key -> backend its location uses
         self.canary_primaries: set[str] = set()  # backends that got alternatives (_merge_canaries)
         self.journal: _Journal | None = None  # set while a host's step is recorded
+        self.configmaps_used: set[str] = set()
         self.defaults = globalconfig.Defaults()
         self.global_auth = auth_mod.GlobalAuth()
         self.auths: dict[str, auth_mod.Auth] = {}  # Ingress key -> its resolved auth (_authorized)
@@ -428,6 +456,7 @@ class _Translator:
         config = self._global_config()
         self.defaults = config.defaults
         self.global_auth = config.auth
+        config = replace(config, settings=replace(config.settings, headers=self._global_headers(config.defaults)))
         owned = self._our_ingresses()
         for parsed in owned:
             self.problems.extend(parsed.problems)
@@ -457,6 +486,7 @@ class _Translator:
             configuration=configuration,
             problems=tuple(sorted(set(self.problems))),
             owned_ingresses=tuple(sorted(parsed.key for parsed in owned)),
+            configmaps_used=frozenset(self.configmaps_used),
         )
 
     def _global_config(self) -> globalconfig.GlobalConfig:
@@ -495,10 +525,32 @@ class _Translator:
             kept.append(parsed)
         return kept
 
+    def _header_configmap(self, side: str, ref: str, allowed: frozenset[str] | None = None) -> tuple:
+        """The ``set`` operations of header ConfigMap ``ref`` ("ns/name"); ValidationError if unusable."""
+        self.configmaps_used.add(ref)
+        return headers_mod.configmap_ops(side, self.snap.configmaps.get(ref), ref, allowed)
+
+    def _global_headers(self, defaults: globalconfig.Defaults) -> tuple:
+        """proxy-set-headers and add-headers; an unusable ConfigMap is reported and left out."""
+        meta = (self.snap.configmap or {}).get("metadata") or {}
+        ops: list = []
+        for key, side, ref in (("proxy-set-headers", "request", defaults.proxy_set_headers),
+                               ("add-headers", "response", defaults.add_headers)):
+            if ref is None:
+                continue
+            if "/" not in ref:
+                ref = f"{meta.get('namespace', '')}/{ref}"
+            try:
+                ops.extend(self._header_configmap(side, ref))
+            except v.ValidationError as exc:
+                self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""),
+                                            "InvalidConfigValue", f"ConfigMap key {key!r}: {exc}; not applied"))
+        return tuple(ops)
+
     def _our_ingresses(self) -> list[_Parsed]:
         """Our Ingresses, read (``_parse``), oldest first."""
         classes = self.snap.ingress_classes
-        snippets = self.opts.allow_snippet_annotations
+        snippets = self.opts.allow_snippet_annotations or self.defaults.snippets
         names = our_class_names(classes, self.opts.controller_class)
 
         def is_our(obj: dict) -> bool:
@@ -635,6 +687,8 @@ class _Translator:
                         default_backend: str | None) -> tuple[Backend, ...]:
         used = {loc.backend for server in servers for loc in server.locations}
         used.update(loc.backend for loc in catch_all)
+        used.update(loc.mirror.backend for server in servers for loc in server.locations if loc.mirror is not None)
+        used.update(loc.mirror.backend for loc in catch_all if loc.mirror is not None)
         used.discard(None)
         if default_backend:
             used.add(default_backend)
@@ -902,7 +956,14 @@ class _Translator:
         """A location carrying the Ingress-wide per-location annotations."""
         backend = None if ann.redirect is not None else backend
         ssl_redirect = self._ssl_redirect(ann, is_tls)
-        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, id(auth)), (ann, auth), lambda: Location(
+        program = ann.headers
+        if ann.custom_headers is not None:  # the Ingress is not served without them (fail closed)
+            program = self._header_configmap("response", ann.custom_headers,
+                                             self.defaults.allowed_response_headers) + program
+        if ann.mirror is not None and ann.mirror.service is not None:  # mirror-target names a Service
+            self._register(_ServiceRef(*ann.mirror.service), (None, "", None, False), None)
+        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, id(auth), program),
+                              (ann, auth), lambda: Location(
             path,
             match=match,
             backend=backend,
@@ -914,6 +975,8 @@ class _Translator:
             redirect=ann.redirect,
             ssl_redirect=ssl_redirect,
             auth=auth,
+            headers=program,
+            mirror=ann.mirror,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -952,8 +1015,13 @@ class _Translator:
                 # The Ingress's own annotations (allowlist, limits...) guard its
                 # default backend too, as they do its paths.
                 ann = owner.ann if owner is not None else _NO_ANNOTATIONS
-                extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls,
-                                              self.auths.get(owner.key) if owner is not None else None))
+                try:
+                    extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls,
+                                                  self.auths.get(owner.key) if owner is not None else None))
+                except v.ValidationError as exc:
+                    if owner is None:
+                        raise
+                    self.problems.append(owner.problem("InvalidPath", f"default backend: {exc}; not served"))
         return extras
 
     # -- the catch-all ----------------------------------------------------------------------
@@ -1008,5 +1076,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors", "auth")
+                     "rate_limit", "cors", "auth", "headers", "custom_headers", "mirror")
     )

@@ -171,7 +171,15 @@ def test_canary_weight_above_total_blames_the_weight():
 
 @pytest.mark.parametrize("allow", [False, True])
 @pytest.mark.parametrize("name", ["configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet"])
-def test_snippets_are_always_refused(name, allow):
+def test_snippets_are_refused_unless_switched_on_and_parsed(name, allow):
+    # Switched on, configuration-/server-snippet are read as a parsed subset
+    # (tests/ingress/test_snippets.py); the others are refused either way.
+    if allow and name in ("configuration-snippet", "server-snippet"):
+        result = served({name: "lua_need_request_body on; more_set_headers 'X: pwned';"},
+                        allow_snippet_annotations=allow)
+        assert reasons(result) == ["InvalidAnnotation"] and "line 1" in result.problems[0].message
+        assert result.configuration.servers == ()
+        return
     result = served({name: "more_set_headers 'X: pwned';"}, allow_snippet_annotations=allow)
     assert reasons(result) == ["InvalidAnnotation"]
     assert ("disabled" in result.problems[0].message) is (not allow)

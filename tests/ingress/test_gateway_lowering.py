@@ -80,8 +80,10 @@ def test_shadowed_duplicate_paths_keep_the_first():
     ([rule(matches=[{**path("/"), "headers": [{"name": "x", "value": "1"}]}])], "header, query parameter and method"),
     ([rule(backend("svc", weight=1), backend("svc2", weight=1))], "weighted or invalid backendRefs"),
     ([rule(backend("gone"))], "answers 500"),
-    ([rule(filters=[{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}]}}])],
-     "header modifiers and mirrors"),
+    ([rule(filters=[{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": n, "port": 80}}}
+                    for n in ("svc", "svc2")])], "more than one RequestMirror"),
+    ([rule(filters=[{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "Host", "value": "b"}]}}])],
+     "hop-by-hop"),
 ])
 def test_what_the_router_cannot_say_leaves_the_host_out_with_the_reason(rules, reason):
     out = _lower(gateway(), http_route(hostnames=["web.example"], rules=rules), service(), service("svc2"))

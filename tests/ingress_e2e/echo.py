@@ -2,12 +2,16 @@
 
 Runs inside a network namespace (see ``netns.py``); every listener answers any
 request with the body ``NAME`` and the headers ``X-Backend: NAME``,
-``X-Path`` (the request target) and ``X-Host`` (the Host header), ``X-Seen-Forwarded-Port``, after ``X-Echo-Delay`` seconds if asked. Prints
+``X-Path`` (the request target), ``X-Host`` (the Host header),
+``X-Seen-Forwarded-Port`` and ``X-Echo-Headers`` (the request's headers,
+JSON), after ``X-Echo-Delay`` seconds if asked; ``GET /__hits`` answers
+the requests it received (JSON), for tests waiting for a mirrored copy. Prints
 ``ready`` once all listeners are bound.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -24,7 +28,12 @@ class _Handler(BaseHTTPRequestHandler):
         delay = self.headers.get("X-Echo-Delay")
         if delay:  # a slow backend, for timeout tests
             time.sleep(min(float(delay), 30.0))
-        body = self.server.name.encode()  # type: ignore[attr-defined]
+        seen = json.dumps([[k.lower(), v] for k, v in self.headers.items()])
+        if self.path == "/__hits":  # what this listener received, for tests that wait for a copy
+            body = json.dumps(self.server.hits).encode()  # type: ignore[attr-defined]
+        else:
+            self.server.hits.append({"method": self.command, "path": self.path, "headers": json.loads(seen)})  # type: ignore[attr-defined]
+            body = self.server.name.encode()  # type: ignore[attr-defined]
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
@@ -32,6 +41,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Path", self.path)
         self.send_header("X-Host", self.headers.get("Host", ""))
         self.send_header("X-Seen-Forwarded-Port", self.headers.get("X-Forwarded-Port", ""))
+        self.send_header("X-Echo-Headers", seen)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -60,6 +70,7 @@ def main(specs: list[str]) -> None:
         host, _, port = address.rpartition(":")
         server = _Server((host, int(port)), _Handler)
         server.name = name  # type: ignore[attr-defined]
+        server.hits = []  # type: ignore[attr-defined]
         threading.Thread(target=server.serve_forever, daemon=True).start()
     print("ready", flush=True)
     sys.stdin.read()  # until the parent closes our stdin (or dies)

@@ -1,0 +1,51 @@
+"""Gateway API header and mirror filters → the router's header program and mirror.
+
+``RequestHeaderModifier`` and ``ResponseHeaderModifier`` (set, add, remove;
+values literal, names case-insensitive) become the same ``headers.Program``
+the Ingress annotations make, applied per request by lua/headers.lua: set
+replaces every value, add appends one, remove deletes; set, then add, then
+remove, as the filter lists them. ``RequestMirror`` becomes a ``Mirror`` to
+its backendRef's Service port, reached through the Backend the routes use
+for that port (``gateway_lowering.backend_name``: ``ns-svc-port.route``,
+the balancer picks an endpoint per copy), with its ``percent`` or
+``fraction`` as the share of requests copied.
+
+Limits: one RequestMirror per rule (one copy target per request; nginx could
+run several ``mirror`` directives, but the target is per-request data in one
+set of variables). A rule that asks for more is reported unsupported and
+its host is not lowered, rather than served without the copy. A GRPCRoute's
+copy is a gRPC call (h2c) to the Service, from its own fixed location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from platformd.ingress import headers as headers_mod
+from platformd.ingress.gateway_model import HeaderModifier, RouteAction
+from platformd.ingress.mirror import Mirror
+
+__all__ = ["Unsupported", "gateway_filters"]
+
+
+class Unsupported(Exception):
+    """These filters cannot be served as asked (one sentence)."""
+
+
+def _program(side: str, modifier: HeaderModifier | None) -> tuple:
+    if modifier is None:
+        return ()
+    return headers_mod.from_modifier(side, set=modifier.set, add=modifier.add, remove=modifier.remove)
+
+
+def gateway_filters(action: RouteAction, backend_name: Callable[[str, int], str]) -> tuple[tuple, Mirror | None]:
+    """(header program, mirror) of a rule's filters. Raises Unsupported, or
+    ValidationError for a header the data plane refuses (CR/LF, framing headers, Host)."""
+    program = _program("request", action.request_headers) + _program("response", action.response_headers)
+    mirror = None
+    if action.mirrors:
+        if len(action.mirrors) > 1:
+            raise Unsupported("more than one RequestMirror in a rule is not supported")
+        m = action.mirrors[0]
+        mirror = Mirror(backend=backend_name(m.service, m.port), numerator=m.numerator, denominator=m.denominator)
+    return program, mirror
