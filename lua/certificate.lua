@@ -17,6 +17,7 @@
 local ssl = require("ngx.ssl")
 local configuration = require("configuration")
 local sni = require("util.sni")
+local client_tls = require("client_tls")
 
 local M = {}
 
@@ -73,6 +74,7 @@ function M.call()
   else
     name = ssl.server_name()
   end
+  client_tls.client_hello(name)
   local id = sni.lookup(servers, default_id, name)
   if id == nil then
     return

@@ -7,9 +7,11 @@ value that got in has passed the model's validators) plus an
 
 Safety: before its own parser runs, every string value passes ``_plain``
 (no control characters, quotes, backslashes, backticks, ``;``, braces or
-``$``). The only exceptions are the three annotations whose grammar needs
+``$``). The only exceptions are the four annotations whose grammar needs
 ``$`` or braces, and each has a stricter validator of its own:
-``rewrite-target`` (``$1``..``$9`` capture groups only), ``upstream-hash-by``
+``rewrite-target`` (``$1``..``$9`` capture groups only), ``auth-tls-match-cn``
+(a subject-DN regex from a small character set, ``$`` only as its end anchor,
+compiled by Lua's engine: ``client_tls.match_cn``), ``upstream-hash-by``
 (nginx variables only, read by Lua) and ``canary-by-header-pattern`` (a regex
 with a location regex's token rules, compiled by Lua's own engine). So no annotation value can end an nginx token
 or directive, expand a variable, or reach Lua code.
@@ -19,7 +21,7 @@ error costs (see ``translate``: an Ingress with any refused annotation
 contributes nothing). Snippet annotations (``*-snippet``) are always refused:
 the model cannot carry raw nginx text, and we never render it. ``auth-*``
 and ``satisfy`` are refused too (unsupported, and ignoring them would expose
-what they protect). Other unknown annotations under the prefix are only
+what they protect), except the ``auth-tls-*`` of ``client_tls``. Other unknown annotations under the prefix are only
 reported (``unsupported``), since they cannot widen access.
 """
 
@@ -30,6 +32,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
+from platformd.ingress import client_tls
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -89,6 +92,8 @@ class Annotations:
     # canary
     canary: bool = False
     traffic_shaping: TrafficShapingPolicy | None = None
+    # per host: client certificates (auth-tls-*; resolved against the Secret by client_tls.select)
+    client_tls: client_tls.AuthTls | None = None
 
     @property
     def regex_paths(self) -> bool:
@@ -242,6 +247,12 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "default-backend": _checked(_service_name),
     "service-upstream": _bool,
     "upstream-vhost": _checked(v.upstream_vhost),
+    "auth-tls-secret": _checked(client_tls.secret_ref),
+    "auth-tls-verify-client": _choice(*client_tls.VERIFY_MODES),
+    "auth-tls-verify-depth": _int(1, 100),
+    "auth-tls-error-page": _checked(v.redirect_target),
+    "auth-tls-pass-certificate-to-upstream": _bool,
+    "auth-tls-match-cn": _unchecked(client_tls.match_cn),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -395,6 +406,28 @@ def _traffic_shaping(r: _Reader) -> TrafficShapingPolicy | None:
     )
 
 
+def _client_tls(r: _Reader) -> client_tls.AuthTls | None:
+    names = ("auth-tls-match-cn", "auth-tls-error-page", "auth-tls-verify-depth", "auth-tls-verify-client",
+             "auth-tls-pass-certificate-to-upstream", "auth-tls-secret")
+    asked = [n for n in names if n in r.raw]
+    if not asked:
+        return None
+    if any(n not in r.values for n in asked):
+        return None  # a value was refused already: the Ingress is not served
+    if "auth-tls-secret" not in r.raw:
+        # Security-bearing: without the CA nothing can be verified (fail closed).
+        r.fail(tuple(asked[:1]), "needs nginx.ingress.kubernetes.io/auth-tls-secret (the CA to verify with)")
+        return None
+    return r.build(names, lambda: client_tls.AuthTls(
+        secret=r.get("auth-tls-secret"),
+        verify=r.get("auth-tls-verify-client", "on"),
+        depth=r.get("auth-tls-verify-depth", client_tls.DEFAULT_DEPTH),
+        error_page=r.get("auth-tls-error-page", ""),
+        pass_certificate=r.get("auth-tls-pass-certificate-to-upstream", False),
+        match_cn=r.get("auth-tls-match-cn", ""),
+    ))
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -455,6 +488,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         default_backend=r.get("default-backend"),
         canary=bool(r.get("canary", False)),
         traffic_shaping=_traffic_shaping(r),
+        client_tls=_client_tls(r),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

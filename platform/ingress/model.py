@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from platformd.ingress import validate as v
+from platformd.ingress.client_tls import ClientTls
 
 __all__ = [
     "AccessControl",
@@ -431,6 +432,7 @@ class Server:
     locations: tuple[Location, ...] = ()
     tls: bool = False
     redirect: Redirect | None = None
+    client_tls: ClientTls | None = None  # auth-tls-*: client certificates (client_tls.py)
 
     def __post_init__(self) -> None:
         host = v.hostname("server.hostname", self.hostname)

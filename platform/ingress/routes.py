@@ -49,6 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import client_tls
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -222,7 +223,10 @@ def _server_entry(server: Server, policies: _Policies) -> tuple[dict[str, Any], 
         redirect = {"code": server.redirect.code,
                     "target": v.redirect_target("redirect.target", server.redirect.target)}
     hsts = server.tls and policies.settings.tls.hsts.enabled
-    return _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
+    entry, used = _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
+    if server.client_tls is not None:
+        entry["client_tls"] = client_tls.route_entry(server.client_tls)
+    return entry, used
 
 
 def _default_entry(config: Configuration, policies: _Policies) -> tuple[dict[str, Any], dict[str, dict]]:
@@ -276,8 +280,11 @@ class RouteTable:
         policies = dict(table.default_policies)
         for _, used in table.hosts.values():
             policies.update(used)
-        return {"hosts": hosts, "default": table.default, "policies": policies,
-                "hsts": table.hsts, "ssl_redirect": table.ssl_redirect}
+        whole = {"hosts": hosts, "default": table.default, "policies": policies,
+                 "hsts": table.hsts, "ssl_redirect": table.ssl_redirect}
+        if table.client_tls:
+            whole["client_tls"] = table.client_tls
+        return whole
 
     def sections(self, config: Configuration) -> tuple[dict[str, Any], ...]:
         """The payloads of "routes" (the meta section) and "routes_0" .. in order.
@@ -289,11 +296,13 @@ class RouteTable:
             grouped[shard_of(name)].append((name, entry, used))
         out = []
         with self._lock:
-            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()))
+            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), table.client_tls)
             if self._meta is None or self._meta[0] != meta_key:
-                self._meta = (meta_key, {"default": table.default, "policies": table.default_policies,
-                                         "hsts": table.hsts, "ssl_redirect": table.ssl_redirect,
-                                         "shards": SHARDS}, table.default)
+                meta = {"default": table.default, "policies": table.default_policies,
+                        "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "shards": SHARDS}
+                if table.client_tls:
+                    meta["client_tls"] = table.client_tls
+                self._meta = (meta_key, meta, table.default)
             out.append(self._meta[1])
             for index, members in enumerate(grouped):
                 key = tuple((name, id(entry)) for name, entry, _ in members)
@@ -343,7 +352,8 @@ class RouteTable:
         with self._lock:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
         return _Table(hosts, default, default_policies, hsts_value(settings),
-                      {"code": settings.tls.redirect_code, "port": settings.listen.https_port})
+                      {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
+                      client_tls.handshake_data(config.servers))
 
 
 @dataclass(frozen=True)
@@ -355,6 +365,7 @@ class _Table:
     default_policies: dict
     hsts: str
     ssl_redirect: dict
+    client_tls: dict  # client_tls.handshake_data: names -> policy id, CA bundles
 
 
 def _same(before: tuple, now: tuple) -> bool:

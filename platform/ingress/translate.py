@@ -86,12 +86,13 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress import certificates as certs_mod
+from platformd.ingress import client_tls
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
 from platformd.ingress import validate as v
@@ -426,6 +427,7 @@ class _Translator:
         for parsed in owned:
             self.problems.extend(parsed.problems)
         ingresses = [parsed for parsed in owned if parsed.ing is not None]
+        ingresses, client_tls_hosts = self._client_tls(ingresses)
         primaries = [p for p in ingresses if not p.ing.ann.canary]
         canaries = [p for p in ingresses if p.ing.ann.canary]
         routes = self._winning_routes(primaries)
@@ -434,6 +436,9 @@ class _Translator:
         primary_ingresses = [p.ing for p in primaries]
         tls_hosts, host_certs, certificates = self._tls(primaries)
         servers = self._servers(hosts, routes, tls_hosts, host_certs)
+        if client_tls_hosts:
+            servers = [replace(s, client_tls=client_tls_hosts[s.hostname]) if s.hostname in client_tls_hosts else s
+                       for s in servers]
         default_backend, catch_all = self._catch_all(routes, primary_ingresses)
         default_certificate = self.opts.default_ssl_certificate
         configuration = Configuration(
@@ -452,6 +457,16 @@ class _Translator:
             problems=tuple(sorted(set(self.problems))),
             owned_ingresses=tuple(sorted(parsed.key for parsed in owned)),
         )
+
+    def _client_tls(self, ingresses: list[_Parsed]) -> tuple[list[_Parsed], dict]:
+        """auth-tls-*: Ingresses whose client certificates cannot be enforced
+        are left out (client_tls.select); the policy of each host."""
+        if not any(p.ing.ann.client_tls is not None for p in ingresses):
+            return ingresses, {}
+        selection = client_tls.select(ingresses, self.snap.secrets)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.kept, selection.hosts
 
     def _global_config(self) -> globalconfig.GlobalConfig:
         config = globalconfig.parse(self.snap.configmap, http_port=self.opts.http_port, https_port=self.opts.https_port)
