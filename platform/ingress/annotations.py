@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
-from platformd.ingress import client_tls
+from platformd.ingress import backend_tls, client_tls
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -94,6 +94,8 @@ class Annotations:
     traffic_shaping: TrafficShapingPolicy | None = None
     # per host: client certificates (auth-tls-*; resolved against the Secret by client_tls.select)
     client_tls: client_tls.AuthTls | None = None
+    # per path: backend TLS (proxy-ssl-*; lane directives once the Secret is read, backend_tls.apply)
+    backend_tls: backend_tls.BackendTlsAsk | None = None
 
     @property
     def regex_paths(self) -> bool:
@@ -253,6 +255,13 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "auth-tls-error-page": _checked(v.redirect_target),
     "auth-tls-pass-certificate-to-upstream": _bool,
     "auth-tls-match-cn": _unchecked(client_tls.match_cn),
+    "proxy-ssl-secret": _checked(backend_tls.secret_ref),
+    "proxy-ssl-verify": _on_off,
+    "proxy-ssl-verify-depth": _int(1, 100),
+    "proxy-ssl-name": _checked(lambda field, text: v.hostname(field, text, wildcard=False)),
+    "proxy-ssl-server-name": _on_off,
+    "proxy-ssl-protocols": _checked(backend_tls.protocols),
+    "proxy-ssl-ciphers": _checked(v.ssl_ciphers),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -428,6 +437,28 @@ def _client_tls(r: _Reader) -> client_tls.AuthTls | None:
     ))
 
 
+def _backend_tls(r: _Reader) -> backend_tls.BackendTlsAsk | None:
+    names = ("proxy-ssl-verify", "proxy-ssl-secret", "proxy-ssl-verify-depth", "proxy-ssl-name",
+             "proxy-ssl-server-name", "proxy-ssl-protocols", "proxy-ssl-ciphers")
+    asked = [n for n in names if n in r.raw]
+    if not asked or any(n not in r.values for n in asked):
+        return None  # nothing asked, or a value was refused already (the Ingress is not served)
+    verify = r.get("proxy-ssl-verify", False)
+    if verify and r.get("backend-protocol", "HTTP") not in ("HTTPS", "GRPCS"):
+        # Security-bearing: a verified backend must not be reached in plain text.
+        r.fail(("proxy-ssl-verify",), "needs backend-protocol HTTPS or GRPCS (the backend is reached in plain text)")
+        return None
+    return r.build(names, lambda: backend_tls.BackendTlsAsk(
+        secret=r.get("proxy-ssl-secret", ""),
+        verify=verify,
+        depth=r.get("proxy-ssl-verify-depth", 1),
+        name=r.get("proxy-ssl-name", ""),
+        server_name=r.get("proxy-ssl-server-name", False),
+        protocols=r.get("proxy-ssl-protocols", ""),
+        ciphers=r.get("proxy-ssl-ciphers", ""),
+    ))
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -489,6 +520,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         canary=bool(r.get("canary", False)),
         traffic_shaping=_traffic_shaping(r),
         client_tls=_client_tls(r),
+        backend_tls=_backend_tls(r),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from platformd.ingress import validate as v
+from platformd.ingress.backend_tls import BackendTlsAsk
 from platformd.ingress.client_tls import ClientTls
 
 __all__ = [
@@ -366,6 +367,9 @@ class Location:
     # Settings only an nginx directive applies: validated, sorted (directive,
     # value) pairs; the route is proxied by a generated lane (lanes.py).
     lane_directives: tuple[tuple[str, str], ...] = ()
+    # proxy-ssl-*: what the Ingress asks of backend TLS; the translator turns it
+    # into lane_directives once the Secret is read (backend_tls.apply).
+    backend_tls: "BackendTlsAsk | None" = None
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)

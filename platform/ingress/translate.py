@@ -91,6 +91,7 @@ from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
 from platformd.ingress import annotations as ann_mod
+from platformd.ingress import backend_tls
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import client_tls
 from platformd.ingress import endpoints as eps_mod
@@ -428,6 +429,7 @@ class _Translator:
             self.problems.extend(parsed.problems)
         ingresses = [parsed for parsed in owned if parsed.ing is not None]
         ingresses, client_tls_hosts = self._client_tls(ingresses)
+        ingresses, backend_material = self._backend_tls(ingresses)
         primaries = [p for p in ingresses if not p.ing.ann.canary]
         canaries = [p for p in ingresses if p.ing.ann.canary]
         routes = self._winning_routes(primaries)
@@ -440,6 +442,8 @@ class _Translator:
             servers = [replace(s, client_tls=client_tls_hosts[s.hostname]) if s.hostname in client_tls_hosts else s
                        for s in servers]
         default_backend, catch_all = self._catch_all(routes, primary_ingresses)
+        if backend_material is not None:
+            servers, catch_all = self._with_backend_tls(servers, catch_all, backend_material)
         default_certificate = self.opts.default_ssl_certificate
         configuration = Configuration(
             servers=tuple(servers),
@@ -467,6 +471,25 @@ class _Translator:
         for ing, reason, message in selection.problems:
             self.problems.append(ing.problem(reason, message))
         return selection.kept, selection.hosts
+
+    def _backend_tls(self, ingresses: list[_Parsed]) -> tuple[list[_Parsed], dict | None]:
+        """proxy-ssl-*: Ingresses whose Secret cannot be used are left out
+        (backend_tls.select); the Secret content the others need."""
+        if not any(p.ing.ann.backend_tls is not None for p in ingresses):
+            return ingresses, None
+        selection = backend_tls.select(ingresses, self.snap.secrets, self.now)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.kept, selection.material
+
+    @staticmethod
+    def _with_backend_tls(servers: list[Server], catch_all: list[Location], material: dict):
+        """Each location's proxy-ssl-* ask as lane directives (backend_tls.apply)."""
+        out = []
+        for s in servers:
+            locations = backend_tls.apply(s.locations, material, backend_tls.namespace_of)
+            out.append(s if locations is s.locations else replace(s, locations=locations))
+        return out, list(backend_tls.apply(tuple(catch_all), material, backend_tls.namespace_of))
 
     def _global_config(self) -> globalconfig.GlobalConfig:
         config = globalconfig.parse(self.snap.configmap, http_port=self.opts.http_port, https_port=self.opts.https_port)
@@ -893,6 +916,7 @@ class _Translator:
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,
             ssl_redirect=ssl_redirect,
+            backend_tls=ann.backend_tls,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -985,5 +1009,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors")
+                     "rate_limit", "cors", "backend_tls")
     )

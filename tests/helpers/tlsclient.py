@@ -89,15 +89,19 @@ class _Echo(BaseHTTPRequestHandler):
 class EchoBackend:
     """A plain-HTTP (or, with ``tls=(cert, key)``, HTTPS) server on
     127.0.0.1 answering every GET with its request headers as JSON; with
-    ``tls``, ``sni`` records the server names clients sent."""
+    ``tls``, ``sni`` records the server names clients sent, and
+    ``client_ca`` makes it require a client certificate that CA signed."""
 
-    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None, client_ca: Path | None = None) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
         self.server.daemon_threads = True
         self.sni: list[str | None] = []
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(tls[0]), str(tls[1]))
+            if client_ca is not None:  # require a client certificate of this CA
+                context.verify_mode = ssl.CERT_REQUIRED
+                context.load_verify_locations(str(client_ca))
             context.sni_callback = lambda sock, name, ctx: self.sni.append(name)
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
