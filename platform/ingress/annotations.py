@@ -96,6 +96,8 @@ class Annotations:
     client_tls: client_tls.AuthTls | None = None
     # per path: backend TLS (proxy-ssl-*; lane directives once the Secret is read, backend_tls.apply)
     backend_tls: backend_tls.BackendTlsAsk | None = None
+    # per host: TLS connections passed to the backend untouched (passthrough.py)
+    ssl_passthrough: bool = False
 
     @property
     def regex_paths(self) -> bool:
@@ -262,6 +264,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "proxy-ssl-server-name": _on_off,
     "proxy-ssl-protocols": _checked(backend_tls.protocols),
     "proxy-ssl-ciphers": _checked(v.ssl_ciphers),
+    "ssl-passthrough": _bool,
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -521,6 +524,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         traffic_shaping=_traffic_shaping(r),
         client_tls=_client_tls(r),
         backend_tls=_backend_tls(r),
+        ssl_passthrough=r.get("ssl-passthrough", False),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

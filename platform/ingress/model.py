@@ -33,6 +33,7 @@ from typing import Iterable
 from platformd.ingress import validate as v
 from platformd.ingress.backend_tls import BackendTlsAsk
 from platformd.ingress.client_tls import ClientTls
+from platformd.ingress.passthrough import Passthrough
 
 __all__ = [
     "AccessControl",
@@ -468,6 +469,8 @@ class Listen:
     http_port: int = 80
     https_port: int = 443
     reuse_port: bool = False
+    # --enable-ssl-passthrough: the stream module owns https_port (passthrough.py)
+    ssl_passthrough: bool = False
 
     def __post_init__(self) -> None:
         v.port("listen.http_port", self.http_port)
@@ -593,6 +596,7 @@ class Configuration:
     default_backend: str | None = None
     default_server_locations: tuple[Location, ...] = ()
     default_certificate: str | None = None
+    passthrough: tuple[Passthrough, ...] = ()  # ssl-passthrough hosts (rendered: a change reloads)
 
     def __post_init__(self) -> None:
         _set(self, "servers", _unique_sorted(self.servers, _HOSTNAME, "servers"))

@@ -96,6 +96,7 @@ from platformd.ingress import certificates as certs_mod
 from platformd.ingress import client_tls
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
+from platformd.ingress import passthrough as passthrough_mod
 from platformd.ingress import validate as v
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
@@ -132,6 +133,7 @@ class TranslateOptions:
     # Unix time certificates are checked against; None reads the wall clock
     # once per build. (The one input that is not in the snapshot.)
     now: float | None = None
+    enable_ssl_passthrough: bool = False  # --enable-ssl-passthrough (passthrough.py)
 
 
 @dataclass(frozen=True, order=True)
@@ -430,6 +432,7 @@ class _Translator:
         ingresses = [parsed for parsed in owned if parsed.ing is not None]
         ingresses, client_tls_hosts = self._client_tls(ingresses)
         ingresses, backend_material = self._backend_tls(ingresses)
+        passthrough = self._passthrough(ingresses)
         primaries = [p for p in ingresses if not p.ing.ann.canary]
         canaries = [p for p in ingresses if p.ing.ann.canary]
         routes = self._winning_routes(primaries)
@@ -455,6 +458,7 @@ class _Translator:
             default_certificate=(
                 default_certificate if any(c.id == default_certificate for c in certificates) else None
             ),
+            passthrough=passthrough,
         )
         return Translation(
             configuration=configuration,
@@ -491,8 +495,20 @@ class _Translator:
             out.append(s if locations is s.locations else replace(s, locations=locations))
         return out, list(backend_tls.apply(tuple(catch_all), material, backend_tls.namespace_of))
 
+    def _passthrough(self, ingresses: list[_Parsed]) -> tuple:
+        """ssl-passthrough hosts (passthrough.select); warnings when the flag is off."""
+        if not any(p.ing.ann.ssl_passthrough for p in ingresses):
+            return ()
+        selection = passthrough_mod.select(ingresses, self.snap.services, self.opts.enable_ssl_passthrough)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.entries
+
     def _global_config(self) -> globalconfig.GlobalConfig:
         config = globalconfig.parse(self.snap.configmap, http_port=self.opts.http_port, https_port=self.opts.https_port)
+        if self.opts.enable_ssl_passthrough:
+            settings = config.settings
+            config = replace(config, settings=replace(settings, listen=replace(settings.listen, ssl_passthrough=True)))
         meta = (self.snap.configmap or {}).get("metadata") or {}
         for issue in config.issues:
             self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""), issue.reason, issue.message))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from platformd.ingress import lanes as lanes_mod
+from platformd.ingress import passthrough as passthrough_mod
 from platformd.ingress import validate as v
 from platformd.ingress.layout import NginxFiles
 from platformd.ingress.model import Configuration, GlobalSettings, Hsts
@@ -136,6 +137,11 @@ class NginxView:
     # Generated lanes (lanes.py): one per distinct directive set routes use.
     lanes: tuple["LaneView", ...] = ()
     lane_files: tuple[tuple[Path, str], ...] = ()  # (path, content) the lanes name
+    # --enable-ssl-passthrough (passthrough.py): the stream server owns https_port
+    ssl_passthrough: bool = False
+    passthrough_map: tuple[tuple[str, str], ...] = ()  # (quoted map key, address:port)
+    https_socket_q: str = ""  # the http server's TLS listener then (PROXY protocol)
+    passthrough_socket_q: str = ""  # the hop that strips PROXY protocol for passthrough hosts
 
 
 @dataclass(frozen=True)
@@ -218,4 +224,19 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         buffering="on" if settings.buffering else "off",
         lanes=_lane_views(specs, paths.files.lane_files),
         lane_files=tuple(sorted(lanes_mod.files(specs, paths.files.lane_files).items())),
+        **_passthrough_view(config, paths),
     )
+
+
+def _passthrough_view(config: Configuration, paths: RuntimePaths) -> dict:
+    if not config.settings.listen.ssl_passthrough:
+        return {}
+    sockets = {}
+    for name in ("https", "passthrough"):
+        path = _plain_path("state_dir", paths.state_dir / f"{name}.sock")
+        if len(path.encode()) > MAX_SOCKET_PATH:
+            raise v.ValidationError("state_dir", path, f"unix socket path longer than {MAX_SOCKET_PATH} bytes")
+        sockets[f"{name}_socket_q"] = v.quote("unix:" + path)
+    entries = tuple((v.quote(key, allow_variables=True), address)
+                    for key, address in passthrough_mod.map_entries(config.passthrough))
+    return {"ssl_passthrough": True, "passthrough_map": entries, **sockets}
