@@ -3,9 +3,9 @@
 --
 -- Three steps, each where nginx lets it happen:
 --   client_hello(name)  ClientHello (lua/certificate.lua): for an SNI name
---                      whose host asks for client certificates, the session
---                      id context becomes the policy id, so a session (id or
---                      ticket) made under one CA is never resumed under
+--                      whose host asks for client certificates, the policy
+--                      id goes into the session id context, so a session (id
+--                      or ticket) made under one CA is never resumed under
 --                      another: OpenSSL refuses resumption across contexts.
 --   call()             ssl_certificate_by_lua (full handshakes only; the
 --                      only phase ngx.ssl.verify_client accepts in
@@ -63,53 +63,14 @@ function M.load(data)
   loaded_version = -2
 end
 
-local sid_context -- function(id) or false when the FFI calls are not available
-
-local function session_context()
-  if sid_context ~= nil then
-    return sid_context
-  end
-  local ffi = require("ffi")
-  local ok = pcall(ffi.cdef, [[
-    void *ngx_http_lua_ffi_get_req_ssl_pointer(void *r);
-    int SSL_set_session_id_context(void *ssl, const unsigned char *sid_ctx, unsigned int sid_ctx_len);
-  ]])
-  local get_request = require("resty.core.base").get_request
-  local C = ffi.C
-  ok = ok and pcall(function() return C.ngx_http_lua_ffi_get_req_ssl_pointer and C.SSL_set_session_id_context end)
-  if not ok then
-    ngx.log(ngx.WARN, "client_tls: no FFI access to SSL_set_session_id_context; ",
-            "client-certificate hosts keep the default session context")
-    sid_context = false
-    return false
-  end
-  sid_context = function(id)
-    local r = get_request()
-    local ssl = r and C.ngx_http_lua_ffi_get_req_ssl_pointer(r)
-    if ssl == nil then
-      return false
-    end
-    local context = "platform-ctls:" .. id -- at most 32 bytes (SSL_MAX_SID_CTX_LENGTH)
-    return C.SSL_set_session_id_context(ssl, context, #context) == 1
-  end
-  return sid_context
-end
-
---- ClientHello: a name with a policy gets that policy's session context.
+--- ClientHello: the policy id of the SNI name `name` (nil: none), which
+-- lua/certificate.lua makes part of the connection's session id context.
 function M.client_hello(name)
   refresh()
   if not any then
-    return
+    return nil
   end
-  local id = M.id_for(name)
-  if id == nil then
-    return
-  end
-  local set = session_context()
-  if set and not set(id) then
-    ngx.log(ngx.ERR, "client_tls: cannot set the session context for ", tostring(name))
-    return ngx.exit(ngx.ERROR)
-  end
+  return M.id_for(name)
 end
 
 local function chain(id)

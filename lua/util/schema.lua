@@ -593,6 +593,39 @@ local function check_meta_client_tls(data, deps)
   return { names = names, cas = cas }
 end
 
+local function check_meta_host_tls(data, deps)
+  local value = opt_object(data, "host_tls", "data", deps)
+  if value == nil then
+    return nil
+  end
+  local path = "data.host_tls"
+  local settings = {}
+  for key, s in pairs(required(value, "settings", path, deps, opt_object)) do
+    local where = path .. ".settings[" .. tostring(key) .. "]"
+    if type(key) ~= "string" or not key:match(POLICY_HEX) then
+      fail(where, "must be keyed by hex keys")
+    end
+    local ciphers = required(s, "ciphers", where, deps, opt_string)
+    if ciphers ~= "" and not ciphers:match("^[%w:%+!@%._%-]+$") then
+      fail(where .. ".ciphers", "must be an OpenSSL cipher list")
+    end
+    local prefer = required(s, "prefer", where, deps, opt_string)
+    if prefer ~= "" and prefer ~= "on" and prefer ~= "off" then
+      fail(where .. ".prefer", "must be on, off or empty")
+    end
+    settings[key] = { ciphers = ciphers, prefer = prefer }
+  end
+  local names = {}
+  for name, key in pairs(required(value, "names", path, deps, opt_object)) do
+    local bare = type(name) == "string" and (name:match("^%*%.(.+)$") or name)
+    if not bare or not bare:match(HOSTNAME) or type(key) ~= "string" or settings[key] == nil then
+      fail(path .. ".names[" .. tostring(name) .. "]", "must map a host name to a key of settings")
+    end
+    names[name] = key
+  end
+  return { names = names, settings = settings }
+end
+
 local function check_host(value, path, deps, policies)
   if type(value) ~= "table" then
     fail(path, "must be an object")
@@ -677,6 +710,7 @@ local function check_meta(data, deps)
   end
   out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
   out.client_tls = check_meta_client_tls(data, deps)
+  out.host_tls = check_meta_host_tls(data, deps)
   return out
 end
 

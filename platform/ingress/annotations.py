@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
-from platformd.ingress import backend_tls, client_tls
+from platformd.ingress import backend_tls, client_tls, host_tls
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -98,6 +98,8 @@ class Annotations:
     backend_tls: backend_tls.BackendTlsAsk | None = None
     # per host: TLS connections passed to the backend untouched (passthrough.py)
     ssl_passthrough: bool = False
+    # per host: ssl-ciphers, ssl-prefer-server-ciphers (host_tls.py)
+    host_tls: host_tls.HostTls | None = None
 
     @property
     def regex_paths(self) -> bool:
@@ -265,6 +267,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "proxy-ssl-protocols": _checked(backend_tls.protocols),
     "proxy-ssl-ciphers": _checked(v.ssl_ciphers),
     "ssl-passthrough": _bool,
+    "ssl-ciphers": _checked(host_tls.cipher_list),
+    "ssl-prefer-server-ciphers": _bool,
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -525,6 +529,8 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         client_tls=_client_tls(r),
         backend_tls=_backend_tls(r),
         ssl_passthrough=r.get("ssl-passthrough", False),
+        host_tls=(host_tls.HostTls(r.get("ssl-ciphers", ""), r.get("ssl-prefer-server-ciphers"))
+                  if r.has("ssl-ciphers", "ssl-prefer-server-ciphers") else None),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

@@ -33,6 +33,7 @@ from typing import Iterable
 from platformd.ingress import validate as v
 from platformd.ingress.backend_tls import BackendTlsAsk
 from platformd.ingress.client_tls import ClientTls
+from platformd.ingress.host_tls import HostTls
 from platformd.ingress.passthrough import Passthrough
 
 __all__ = [
@@ -445,6 +446,7 @@ class Server:
     tls: bool = False
     redirect: Redirect | None = None
     client_tls: ClientTls | None = None  # auth-tls-*: client certificates (client_tls.py)
+    host_tls: HostTls | None = None  # ssl-ciphers, ssl-prefer-server-ciphers (host_tls.py)
 
     def __post_init__(self) -> None:
         host = v.hostname("server.hostname", self.hostname)

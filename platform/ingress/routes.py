@@ -49,7 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from platformd.ingress import client_tls
+from platformd.ingress import client_tls, host_tls
 from platformd.ingress import lanes
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
@@ -284,6 +284,8 @@ class RouteTable:
                  "hsts": table.hsts, "ssl_redirect": table.ssl_redirect}
         if table.client_tls:
             whole["client_tls"] = table.client_tls
+        if table.host_tls:
+            whole["host_tls"] = table.host_tls
         return whole
 
     def sections(self, config: Configuration) -> tuple[dict[str, Any], ...]:
@@ -296,12 +298,15 @@ class RouteTable:
             grouped[shard_of(name)].append((name, entry, used))
         out = []
         with self._lock:
-            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), table.client_tls)
+            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), table.client_tls,
+                        table.host_tls)
             if self._meta is None or self._meta[0] != meta_key:
                 meta = {"default": table.default, "policies": table.default_policies,
                         "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "shards": SHARDS}
                 if table.client_tls:
                     meta["client_tls"] = table.client_tls
+                if table.host_tls:
+                    meta["host_tls"] = table.host_tls
                 self._meta = (meta_key, meta, table.default)
             out.append(self._meta[1])
             for index, members in enumerate(grouped):
@@ -353,7 +358,7 @@ class RouteTable:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
         return _Table(hosts, default, default_policies, hsts_value(settings),
                       {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
-                      client_tls.handshake_data(config.servers))
+                      client_tls.handshake_data(config.servers), host_tls.handshake_data(config.servers))
 
 
 @dataclass(frozen=True)
@@ -366,6 +371,7 @@ class _Table:
     hsts: str
     ssl_redirect: dict
     client_tls: dict  # client_tls.handshake_data: names -> policy id, CA bundles
+    host_tls: dict  # host_tls.handshake_data: names -> key, cipher settings
 
 
 def _same(before: tuple, now: tuple) -> bool:

@@ -96,6 +96,7 @@ from platformd.ingress import certificates as certs_mod
 from platformd.ingress import client_tls
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
+from platformd.ingress import host_tls
 from platformd.ingress import passthrough as passthrough_mod
 from platformd.ingress import validate as v
 from platformd.ingress.caches import Caches, Generations
@@ -431,6 +432,7 @@ class _Translator:
             self.problems.extend(parsed.problems)
         ingresses = [parsed for parsed in owned if parsed.ing is not None]
         ingresses, client_tls_hosts = self._client_tls(ingresses)
+        host_tls_hosts = self._host_tls(ingresses)
         ingresses, backend_material = self._backend_tls(ingresses)
         passthrough = self._passthrough(ingresses)
         primaries = [p for p in ingresses if not p.ing.ann.canary]
@@ -443,6 +445,9 @@ class _Translator:
         servers = self._servers(hosts, routes, tls_hosts, host_certs)
         if client_tls_hosts:
             servers = [replace(s, client_tls=client_tls_hosts[s.hostname]) if s.hostname in client_tls_hosts else s
+                       for s in servers]
+        if host_tls_hosts:
+            servers = [replace(s, host_tls=host_tls_hosts[s.hostname]) if s.hostname in host_tls_hosts else s
                        for s in servers]
         default_backend, catch_all = self._catch_all(routes, primary_ingresses)
         if backend_material is not None:
@@ -494,6 +499,15 @@ class _Translator:
             locations = backend_tls.apply(s.locations, material, backend_tls.namespace_of)
             out.append(s if locations is s.locations else replace(s, locations=locations))
         return out, list(backend_tls.apply(tuple(catch_all), material, backend_tls.namespace_of))
+
+    def _host_tls(self, ingresses: list[_Parsed]) -> dict:
+        """ssl-ciphers / ssl-prefer-server-ciphers per host (host_tls.select)."""
+        if not any(p.ing.ann.host_tls is not None for p in ingresses):
+            return {}
+        selection = host_tls.select(ingresses)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.hosts
 
     def _passthrough(self, ingresses: list[_Parsed]) -> tuple:
         """ssl-passthrough hosts (passthrough.select); warnings when the flag is off."""
