@@ -14,8 +14,10 @@ Payload::
     {"hosts": {"<name>": host}, "default": host,      # the catch-all
      "policies": {"<id>": policy},                     # shared by equal settings
      "hsts": "max-age=...; includeSubDomains" | "",    # sent on https to hsts hosts
-     "ssl_redirect": {"code": 308, "port": 443}}
+     "ssl_redirect": {"code": 308, "port": 443},
+     "client_tls": {...}, "host_tls": {...}}            # only when used: client_tls.py, host_tls.py
     host = {"hsts": bool, "redirect": {"code", "target"} | null,
+            "client_tls": {"id", "verify", ...},               # only when the host asks (client_tls.py)
             "exact": {"/p": route}, "prefix": {"/p": route},   # canonical prefix: no trailing "/"
             "regex": [route + {"pattern", "length"}, ...]}      # in matching order
     route = {"backend": "<name>" | null, "policy": "<id>",

@@ -127,3 +127,25 @@ def test_protocols_and_ciphers_are_applied(dataplane, tls_backend, pkis):
                              ciphers="ECDHE-RSA-AES128-GCM-SHA256")
     _apply(dataplane, _config(backend, _location("/", rsa_only, right)))
     assert dataplane.get("/", host=HOST).status_code == 502
+
+
+def test_grpcs_backend_is_verified(dataplane, tmp_path, pkis):
+    """GRPCS goes through grpc_pass (HTTP/2 over TLS): grpc_ssl_* verify it."""
+    from tests.helpers.backends import NginxBackend
+
+    backend = NginxBackend("h2", tls=pkis["server"].write(tmp_path, "h2"))
+    try:
+        def config(ca: str) -> Configuration:
+            loc = Location("/", backend=BACKEND, proxy=ProxySettings(protocol=BackendProtocol.GRPCS), backend_tls=VERIFY)
+            loc = backend_tls.apply((loc,), {("default", VERIFY.secret): _material(ca)}, backend_tls.namespace_of)[0]
+            assert dict(loc.lane_directives)["grpc_ssl_verify"] == "on"
+            return Configuration(servers=(Server(HOST, locations=(loc,)),),
+                                 backends=(Backend(BACKEND, endpoints=(backend.endpoint,)),))
+
+        _apply(dataplane, config(pkis["wrong"].cert_pem))
+        assert dataplane.get("/", host=HOST).status_code == 502
+        _apply(dataplane, config(pkis["right"].cert_pem))
+        answer = dataplane.get("/", host=HOST)
+        assert answer.status_code == 200 and answer.text == "h2"
+    finally:
+        backend.stop()
