@@ -58,7 +58,6 @@ from platformd.common.informer import DeletedFinalStateUnknown, InformerFactory
 from platformd.common.runner import BoundedFrequencyRunner
 from platformd.common.store import (
     index_endpointslice_by_service,
-    index_ingress_by_secret,
     index_ingress_by_service,
     key_of,
 )
@@ -67,6 +66,7 @@ from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
 from platformd.ingress.model import Backend, Configuration, service_backend_name
 from platformd.ingress.render import per_configuration
+from platformd.ingress.secret_refs import index_ingress_by_any_secret
 from platformd.ingress.snapshot import Snapshot
 from platformd.ingress.translate import Problem, TranslateOptions, Translation, build
 
@@ -238,7 +238,7 @@ class Controller:
         self.clock = clock
         self._on_synced = on_synced
         self.ingresses = factory.informer(resources.INGRESSES, {
-            _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_secret,
+            _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_any_secret,
             _BY_DEFAULT_BACKEND: index_ingress_by_default_backend})
         self.classes = factory.informer(resources.INGRESS_CLASSES)
         self.services = factory.informer(resources.SERVICES)
@@ -526,7 +526,7 @@ class Controller:
         for obj in ingresses:
             service_keys.update(index_ingress_by_service(obj))
             service_keys.update(index_ingress_by_default_backend(obj))
-            secret_keys.update(index_ingress_by_secret(obj))
+            secret_keys.update(index_ingress_by_any_secret(obj))
         opts = self.options.translate
         if opts.default_ssl_certificate:
             secret_keys.add(opts.default_ssl_certificate)
