@@ -107,6 +107,7 @@ local function compile_policy(p)
     fast = p.fast,
     lane = p.lane,
     scheme = p.scheme,
+    auto_scheme = p.scheme == "auto", -- AUTO_HTTP: the request's scheme
     body_size = p.body_size,
     timeouts = p.timeouts,
     upstream_vhost = p.upstream_vhost ~= "" and p.upstream_vhost or nil,
@@ -588,7 +589,7 @@ function M.route(lane)
     return ngx.exit(ngx.HTTP_FORBIDDEN)
   end
   if lane ~= nil then
-    ngx_var.platform_scheme = policy.scheme
+    ngx_var.platform_scheme = policy.auto_scheme and ngx_var.scheme or policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
     return balancer.access()

@@ -365,7 +365,7 @@ local LANES = {
   ["@platform_proxy_on"] = true, ["@platform_proxy_off"] = true,
   ["@platform_grpc"] = true, ["@platform_grpcs"] = true,
 }
-local SCHEMES = { http = true, https = true }
+local SCHEMES = { http = true, https = true, auto = true } -- auto: the request's (AUTO_HTTP)
 -- Redirect and rewrite targets: a path or an http(s) URL, no spaces or
 -- quotes (validate.redirect_target / rewrite_target).
 local TARGET = "^[^%s\"'\\]+$"
@@ -478,7 +478,7 @@ local function check_route_policy(value, path, deps)
     fail(path .. ".lane", "must be one of the template's lanes")
   end
   if not SCHEMES[policy.scheme] then
-    fail(path .. ".scheme", "must be \"http\" or \"https\"")
+    fail(path .. ".scheme", "must be \"http\", \"https\" or \"auto\"")
   end
   if policy.upstream_vhost ~= "" and not policy.upstream_vhost:match("^[%w%.%-]+:?%d*$") then
     fail(path .. ".upstream_vhost", "must be a host name with an optional port")

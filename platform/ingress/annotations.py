@@ -217,7 +217,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "permanent-redirect-code": _choice("301", "302", "303", "307", "308"),
     "temporal-redirect": _checked(v.redirect_target),
     "server-alias": _list(v.hostname),
-    "backend-protocol": _choice("HTTP", "HTTPS", "GRPC", "GRPCS", upper=True),
+    "backend-protocol": _choice("HTTP", "HTTPS", "GRPC", "GRPCS", "AUTO_HTTP", upper=True),
     "proxy-connect-timeout": _SECONDS,
     "proxy-read-timeout": _SECONDS,
     "proxy-send-timeout": _SECONDS,

@@ -244,6 +244,7 @@ class BackendProtocol(str, enum.Enum):
     HTTPS = "HTTPS"
     GRPC = "GRPC"
     GRPCS = "GRPCS"
+    AUTO_HTTP = "AUTO_HTTP"  # the client's scheme: HTTP requests over HTTP, HTTPS over HTTPS
 
 
 @dataclass(frozen=True, slots=True)

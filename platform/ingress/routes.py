@@ -68,6 +68,8 @@ from platformd.ingress.model import (
 __all__ = ["SHARDS", "RouteTable", "payload", "shard_of"]
 
 _UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+# "auto" (AUTO_HTTP): the router proxies with the request's own scheme.
+_SCHEMES = {BackendProtocol.HTTPS: "https", BackendProtocol.AUTO_HTTP: "auto"}
 
 
 def size_bytes(text: str) -> int:
@@ -128,7 +130,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "fast": fast,
         "lane": (lanes.lane_name(lanes.base_lane(loc, settings), loc.lane_directives) if loc.lane_directives
                  else lanes.base_lane(loc, settings)),
-        "scheme": "https" if proxy.protocol is BackendProtocol.HTTPS else "http",
+        "scheme": _SCHEMES.get(proxy.protocol, "http"),
         "body_size": body_size,
         "timeouts": timeouts,
         "upstream_vhost": proxy.upstream_vhost,

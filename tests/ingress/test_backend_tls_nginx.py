@@ -12,6 +12,7 @@ from platformd.ingress import backend_tls
 from platformd.ingress.backend_tls import BackendTlsAsk
 from platformd.ingress.model import Backend, BackendProtocol, Configuration, Location, ProxySettings, Server
 from tests.helpers import pki
+from tests.helpers.backends import backends  # noqa: F401  (fixture)
 from tests.helpers.tlsclient import EchoBackend
 
 HOST = "app.example.com"
@@ -149,3 +150,23 @@ def test_grpcs_backend_is_verified(dataplane, tmp_path, pkis):
         assert answer.status_code == 200 and answer.text == "h2"
     finally:
         backend.stop()
+
+
+def test_auto_http_proxies_with_the_clients_scheme(dataplane, tls_backend, backends):
+    """backend-protocol AUTO_HTTP: HTTP requests go over HTTP, HTTPS ones over HTTPS."""
+    (plain,) = backends(1)
+    tls = tls_backend()
+
+    def config(backend) -> Configuration:
+        loc = Location("/", backend=BACKEND, proxy=ProxySettings(protocol=BackendProtocol.AUTO_HTTP))
+        return Configuration(servers=(Server(HOST, locations=(loc,)),),
+                             backends=(Backend(BACKEND, endpoints=(backend.endpoint,)),))
+
+    _apply(dataplane, config(plain))
+    assert dataplane.get("/", host=HOST).text == "b0"
+    assert dataplane.get("/", host=HOST, https=True).status_code == 502  # TLS to a plain backend
+    _apply(dataplane, config(tls))
+    # (Plain HTTP first: nginx keeps idle upstream connections by peer address,
+    # so after an HTTPS request a plain one could ride on its TLS connection.)
+    assert dataplane.get("/", host=HOST).status_code == 502  # plain HTTP to a TLS backend
+    assert dataplane.get("/", host=HOST, https=True).status_code == 200
