@@ -130,7 +130,7 @@ INVALID = [
     ("rewrite-target", "/$host"), ("rewrite-target", "relative"), ("app-root", "app"),
     ("permanent-redirect", "ftp://x"), ("permanent-redirect-code", "200"), ("permanent-redirect-code", "399"),
     ("temporal-redirect", "not a url"), ("server-alias", "bad_host"), ("server-alias", ""),
-    ("backend-protocol", "FCGI"), ("backend-protocol", "AUTO_HTTP"),
+    ("backend-protocol", "FCGI"), ("backend-protocol", "AUTO"),
     ("proxy-connect-timeout", "0"), ("proxy-read-timeout", "10m"), ("proxy-send-timeout", "-1"),
     ("proxy-body-size", "8 m"), ("proxy-buffering", "yes"),
     ("canary", "on"), ("canary-weight", "x"), ("canary-weight-total", "0"),
