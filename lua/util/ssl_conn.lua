@@ -9,7 +9,7 @@ local ffi, C, get_request
 local available = nil -- nil: not probed yet; then true/false
 
 -- OpenSSL's SSL_OP_CIPHER_SERVER_PREFERENCE (ssl.h, 1.1.1 and 3.x).
-local CIPHER_SERVER_PREFERENCE = 0x00400000ULL
+local CIPHER_SERVER_PREFERENCE = 0x00400000 -- a number converts to the uint64_t argument
 
 local function probe()
   if available ~= nil then
