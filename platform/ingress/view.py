@@ -154,7 +154,7 @@ class LaneView:
     kind: str
     buffering: str
     lines: tuple[str, ...]
-    upstream: str = "upstream_lane"  # backend TLS lanes get their own (backend_tls.py)
+    upstream: str = ""  # "": the protocol's shared pool; backend TLS lanes get their own (backend_tls.py)
 
 
 def _lane_views(specs: tuple[lanes_mod.LaneSpec, ...], directory: Path) -> tuple[LaneView, ...]:
@@ -169,7 +169,7 @@ def _lane_views(specs: tuple[lanes_mod.LaneSpec, ...], directory: Path) -> tuple
             kind, buffering = "proxy", spec.base.removeprefix("@platform_proxy_")
         else:
             kind, buffering = spec.base.removeprefix("@platform_"), ""
-        upstream = "upstream_lane"
+        upstream = ""
         if any(name.startswith(("proxy_ssl_", "grpc_ssl_")) for name, _ in spec.directives):
             upstream = "upstream_" + spec.name.removeprefix("@platform_")
         out.append(LaneView(spec.name, kind, buffering, tuple(lines), upstream))

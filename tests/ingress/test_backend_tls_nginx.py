@@ -166,7 +166,10 @@ def test_auto_http_proxies_with_the_clients_scheme(dataplane, tls_backend, backe
     assert dataplane.get("/", host=HOST).text == "b0"
     assert dataplane.get("/", host=HOST, https=True).status_code == 502  # TLS to a plain backend
     _apply(dataplane, config(tls))
-    # (Plain HTTP first: nginx keeps idle upstream connections by peer address,
-    # so after an HTTPS request a plain one could ride on its TLS connection.)
-    assert dataplane.get("/", host=HOST).status_code == 502  # plain HTTP to a TLS backend
-    assert dataplane.get("/", host=HOST, https=True).status_code == 200
+    for _ in range(2):  # either order: HTTP and HTTPS never share an idle connection
+        assert dataplane.get("/", host=HOST, https=True).status_code == 200
+        assert dataplane.get("/", host=HOST).status_code == 502  # plain HTTP to a TLS backend
+    _apply(dataplane, config(plain))
+    for _ in range(2):
+        assert dataplane.get("/", host=HOST).text == "b0"
+        assert dataplane.get("/", host=HOST, https=True).status_code == 502  # never over the plain connection
