@@ -37,13 +37,13 @@ def world(tmp_path):
     echo.stop()
 
 
-def _config(world, passthrough=()) -> Configuration:
+def _config(world, passthrough=(), forwarded=False) -> Configuration:
     return Configuration(
         servers=(Server(TERMINATED, tls_certificate=TERMINATED, tls=True, locations=(Location("/", backend="echo"),)),
                  Server(PASS, locations=(Location("/", backend="echo"),))),
         backends=(Backend("echo", endpoints=(world["echo"].endpoint,)),),
         certificates=(Certificate(TERMINATED, world["ours"].cert_pem, world["ours"].key_pem, hostnames=(TERMINATED,)),),
-        settings=GlobalSettings(listen=Listen(ssl_passthrough=True)),
+        settings=GlobalSettings(listen=Listen(ssl_passthrough=True), use_forwarded_headers=forwarded),
         passthrough=tuple(passthrough),
     )
 
@@ -91,3 +91,9 @@ def test_a_new_passthrough_host_reloads_and_takes_effect(dataplane, world):
     assert result.ok, result.error
     assert dataplane.nginx.master_pid() == pid  # a reload, not a restart
     assert served_certificate(port, PASS) == _der(world["backend_cert"])
+
+
+def test_forwarded_headers_mode_keeps_the_port(dataplane, world):
+    assert dataplane.apply(_config(world, forwarded=True)).ok
+    answer = request(dataplane.https_port, TERMINATED, TERMINATED)
+    assert answer.status == 200 and answer.json()["x-forwarded-port"] == str(dataplane.https_port)
