@@ -17,6 +17,9 @@
 local ssl = require("ngx.ssl")
 local configuration = require("configuration")
 local sni = require("util.sni")
+local client_tls = require("client_tls")
+local host_tls = require("host_tls")
+local ssl_conn = require("util.ssl_conn")
 
 local M = {}
 
@@ -65,6 +68,28 @@ local function parsed(id)
   return entry
 end
 
+--- Per-host settings of the one TLS context, for the SNI name: cipher list
+-- and preference (host_tls), and a session id context naming the host's
+-- client-certificate policy and ciphers, so that no session is resumed under
+-- other settings than it was made with (client_tls; OpenSSL checks it).
+-- A host whose settings cannot be applied gets no handshake at all.
+function M.host_settings(name)
+  local client_id = client_tls.client_hello(name)
+  local wants_host = host_tls.wanted(name)
+  if client_id == nil and not wants_host then
+    return
+  end
+  local conn, err = ssl_conn.pointer()
+  local key = ""
+  if conn and wants_host then
+    key, err = host_tls.client_hello(name, conn)
+  end
+  if not conn or not key or not ssl_conn.set_session_context(conn, "p" .. (client_id or "") .. "/" .. key) then
+    ngx.log(ngx.ERR, "TLS settings for ", tostring(name), ": ", tostring(err or "session context refused"))
+    return ngx.exit(ngx.ERROR)
+  end
+end
+
 function M.call()
   refresh()
   local name
@@ -72,6 +97,9 @@ function M.call()
     name = require("ngx.ssl.clienthello").get_client_hello_server_name()
   else
     name = ssl.server_name()
+  end
+  if ngx.get_phase() == "ssl_client_hello" then
+    M.host_settings(name)
   end
   local id = sni.lookup(servers, default_id, name)
   if id == nil then

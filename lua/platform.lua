@@ -6,7 +6,7 @@
 local M = {}
 
 local MODULES = {
-  "configuration", "balancer", "canary", "certificate", "router", "util.cidr", "util.limit",
+  "configuration", "balancer", "canary", "certificate", "client_tls", "host_tls", "util.ssl_conn", "router", "util.cidr", "util.limit",
   "headers", "mirror",
   "balancer.round_robin", "balancer.ewma", "balancer.chash",
   "balancer.sticky_balanced", "balancer.sticky_persistent",

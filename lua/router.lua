@@ -58,6 +58,7 @@ local ngx = ngx
 local ngx_var = ngx and ngx.var
 local re_match = ngx and ngx.re.match
 local limit -- util.limit, loaded by M.init (it needs the shared dict)
+local client_tls -- loaded by M.init
 local byte = string.byte
 local sub = string.sub
 
@@ -110,6 +111,7 @@ local function compile_policy(p)
     fast = p.fast,
     lane = p.lane,
     scheme = p.scheme,
+    auto_scheme = p.scheme == "auto", -- AUTO_HTTP: the request's scheme
     body_size = p.body_size,
     timeouts = p.timeouts,
     upstream_vhost = p.upstream_vhost ~= "" and p.upstream_vhost or nil,
@@ -161,6 +163,7 @@ end
 
 local function compile_host(h, policies)
   local host = { hsts = h.hsts, redirect = value(h.redirect), exact = {}, prefix = {}, longest = 0, regex = nil }
+  host.client_tls = value(h.client_tls) -- auth-tls-*: checked first by route() (lua/client_tls.lua)
   for path, l in pairs(h.exact) do
     host.exact[path] = compile_location(l, policies)
   end
@@ -525,7 +528,7 @@ end
 local function fast()
   local routes = current()
   local host = M.find(routes, var_host())
-  if host.redirect ~= nil then
+  if host.redirect ~= nil or host.client_tls ~= nil then
     return ""
   end
   local location = M.match(host, var_uri())
@@ -579,6 +582,9 @@ function M.route(lane)
   end
   local policy = location.policy
   ngx_var.proxy_upstream_name = location.name
+  if host.client_tls ~= nil and lane == nil then
+    client_tls.check(host.client_tls, policy.ssl_redirect or not policy.proxy)
+  end
   if policy.proxy and lane == nil and not (policy.fast and balancer.plain(location.backend)) then
     return ngx.exec(policy.lane)
   end
@@ -622,7 +628,7 @@ function M.route(lane)
     if policy.mirror ~= nil then
       mirror.prepare(policy.mirror)
     end
-    ngx_var.platform_scheme = policy.scheme
+    ngx_var.platform_scheme = policy.auto_scheme and ngx_var.scheme or policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
     return balancer.access()
@@ -643,6 +649,7 @@ function M.init()
   balancer = require("balancer")
   limit = require("util.limit")
   mirror.init()
+  client_tls = require("client_tls")
 end
 
 return M

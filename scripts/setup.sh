@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  nginx libnginx-mod-http-lua lua-cjson lua-busted wrk
+  nginx libnginx-mod-http-lua libnginx-mod-stream lua-cjson lua-busted wrk
   python3-venv iproute2 ipset iptables nftables conntrack ipvsadm curl openssl
   qemu-system-x86 busybox-static kmod cpio xz-utils
   mmdebstrap umoci libcap2-bin   # the image built without Docker (deploy/image.py) and its test

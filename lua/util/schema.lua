@@ -365,7 +365,7 @@ local LANES = {
   ["@platform_proxy_on"] = true, ["@platform_proxy_off"] = true,
   ["@platform_grpc"] = true, ["@platform_grpcs"] = true,
 }
-local SCHEMES = { http = true, https = true }
+local SCHEMES = { http = true, https = true, auto = true } -- auto: the request's (AUTO_HTTP)
 -- Redirect and rewrite targets: a path or an http(s) URL, no spaces or
 -- quotes (validate.redirect_target / rewrite_target).
 local TARGET = "^[^%s\"'\\]+$"
@@ -516,7 +516,7 @@ local function check_route_policy(value, path, deps)
     fail(path .. ".lane", "must be one of the template's lanes")
   end
   if not SCHEMES[policy.scheme] then
-    fail(path .. ".scheme", "must be \"http\" or \"https\"")
+    fail(path .. ".scheme", "must be \"http\", \"https\" or \"auto\"")
   end
   if policy.upstream_vhost ~= "" and not policy.upstream_vhost:match("^[%w%.%-]+:?%d*$") then
     fail(path .. ".upstream_vhost", "must be a host name with an optional port")
@@ -581,6 +581,101 @@ local function check_route(value, path, deps, policies)
   return route
 end
 
+-- Client certificates (platformd.ingress.client_tls): per host what the
+-- router checks, and in "routes" what the handshake needs per SNI name.
+local CLIENT_TLS_VERIFY = { on = true, optional = true, optional_no_ca = true }
+local POLICY_HEX = "^%x+$"
+
+local function check_host_client_tls(obj, path, deps)
+  local value = opt_object(obj, "client_tls", path, deps)
+  if value == nil then
+    return nil
+  end
+  path = path .. ".client_tls"
+  local out = {
+    id = required(value, "id", path, deps, opt_string),
+    verify = required(value, "verify", path, deps, opt_string),
+    error_page = required(value, "error_page", path, deps, opt_string),
+    pass_certificate = required(value, "pass_certificate", path, deps, opt_boolean),
+    match_cn = required(value, "match_cn", path, deps, opt_string),
+  }
+  if not out.id:match(POLICY_HEX) then
+    fail(path .. ".id", "must be hex")
+  end
+  if not CLIENT_TLS_VERIFY[out.verify] then
+    fail(path .. ".verify", "must be on, optional or optional_no_ca")
+  end
+  if out.error_page ~= "" and (#out.error_page > 2048 or not out.error_page:match(TARGET)) then
+    fail(path .. ".error_page", "must be a path or an http(s) URL")
+  end
+  if out.match_cn ~= "" then
+    check_regex(out.match_cn, path .. ".match_cn", deps)
+  end
+  return out
+end
+
+local function check_meta_client_tls(data, deps)
+  local value = opt_object(data, "client_tls", "data", deps)
+  if value == nil then
+    return nil
+  end
+  local path = "data.client_tls"
+  local cas = {}
+  for id, ca in pairs(required(value, "cas", path, deps, opt_object)) do
+    local where = path .. ".cas[" .. tostring(id) .. "]"
+    if type(id) ~= "string" or not id:match(POLICY_HEX) then
+      fail(where, "must be keyed by hex ids")
+    end
+    local pem = required(ca, "pem", where, deps, opt_string)
+    if not pem:find("-----BEGIN CERTIFICATE-----", 1, true) then
+      fail(where .. ".pem", "must be PEM certificates")
+    end
+    cas[id] = { pem = pem, depth = required(ca, "depth", where, deps, opt_integer, 1, 100) }
+  end
+  local names = {}
+  for name, id in pairs(required(value, "names", path, deps, opt_object)) do
+    local bare = type(name) == "string" and (name:match("^%*%.(.+)$") or name)
+    if not bare or not bare:match(HOSTNAME) or type(id) ~= "string" or cas[id] == nil then
+      fail(path .. ".names[" .. tostring(name) .. "]", "must map a host name to an id of cas")
+    end
+    names[name] = id
+  end
+  return { names = names, cas = cas }
+end
+
+local function check_meta_host_tls(data, deps)
+  local value = opt_object(data, "host_tls", "data", deps)
+  if value == nil then
+    return nil
+  end
+  local path = "data.host_tls"
+  local settings = {}
+  for key, s in pairs(required(value, "settings", path, deps, opt_object)) do
+    local where = path .. ".settings[" .. tostring(key) .. "]"
+    if type(key) ~= "string" or not key:match(POLICY_HEX) then
+      fail(where, "must be keyed by hex keys")
+    end
+    local ciphers = required(s, "ciphers", where, deps, opt_string)
+    if ciphers ~= "" and not ciphers:match("^[%w:%+!@%._%-]+$") then
+      fail(where .. ".ciphers", "must be an OpenSSL cipher list")
+    end
+    local prefer = required(s, "prefer", where, deps, opt_string)
+    if prefer ~= "" and prefer ~= "on" and prefer ~= "off" then
+      fail(where .. ".prefer", "must be on, off or empty")
+    end
+    settings[key] = { ciphers = ciphers, prefer = prefer }
+  end
+  local names = {}
+  for name, key in pairs(required(value, "names", path, deps, opt_object)) do
+    local bare = type(name) == "string" and (name:match("^%*%.(.+)$") or name)
+    if not bare or not bare:match(HOSTNAME) or type(key) ~= "string" or settings[key] == nil then
+      fail(path .. ".names[" .. tostring(name) .. "]", "must map a host name to a key of settings")
+    end
+    names[name] = key
+  end
+  return { names = names, settings = settings }
+end
+
 local function check_host(value, path, deps, policies)
   if type(value) ~= "table" then
     fail(path, "must be an object")
@@ -588,6 +683,7 @@ local function check_host(value, path, deps, policies)
   local host = {
     hsts = required(value, "hsts", path, deps, opt_boolean),
     redirect = check_redirect(value, "redirect", path, deps),
+    client_tls = check_host_client_tls(value, path, deps),
     exact = {},
     prefix = {},
     regex = {},
@@ -692,6 +788,8 @@ local function check_meta(data, deps)
   end
   out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
   out.binds = check_binds(data, deps, out.policies)
+  out.client_tls = check_meta_client_tls(data, deps)
+  out.host_tls = check_meta_host_tls(data, deps)
   return out
 end
 

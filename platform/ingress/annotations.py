@@ -9,7 +9,9 @@ Safety: before its own parser runs, every string value passes ``_plain``
 (no control characters, quotes, backslashes, backticks, ``;``, braces or
 ``$``). The only exceptions are the annotations whose grammar needs
 ``$`` or braces, and each has a stricter validator of its own:
-``rewrite-target`` (``$1``..``$9`` capture groups only), ``upstream-hash-by``
+``rewrite-target`` (``$1``..``$9`` capture groups only), ``auth-tls-match-cn``
+(a subject-DN regex from a small character set, ``$`` only as its end anchor,
+compiled by Lua's engine: ``client_tls.match_cn``), ``upstream-hash-by``
 (nginx variables only, read by Lua) and ``canary-by-header-pattern`` (a regex
 with a location regex's token rules, compiled by Lua's own engine); and
 ``auth-url``, ``auth-signin``, ``auth-cache-key``, which may hold request
@@ -18,13 +20,13 @@ or directive, expand a variable, or reach Lua code.
 
 Scope: all annotations here are Ingress-wide; the translator decides what an
 error costs (see ``translate``: an Ingress with any refused annotation
-contributes nothing). Snippet annotations (``*-snippet``) are always refused:
-the model cannot carry raw nginx text, and we never render it. The
+contributes nothing). Snippet annotations (``*-snippet``) are refused unless
+the operator's switch allows them, and then only as the parsed subset of
+``snippets`` (the model carries no raw nginx text; we never render any). The
 authentication group (``auth-*`` but ``auth-tls-*``, ``satisfy``,
 ``enable-global-auth``) is parsed by ``auth``; ``auth-cache-key`` may hold
-``$`` (request variables Lua reads by name, an allowlist). Other
-security-bearing annotations we lack (``auth-tls-*``, ``proxy-ssl-*``) are
-refused: ignoring them would expose what they protect. Other unknown
+``$`` (request variables Lua reads by name, an allowlist). ``auth-tls-*``
+is ``client_tls``'s, ``proxy-ssl-*`` ``backend_tls``'s. Other unknown
 annotations under the prefix are only reported (``unsupported``), since they
 cannot widen access.
 """
@@ -39,6 +41,7 @@ from typing import Callable, Mapping
 from platformd.ingress import auth as auth_mod
 from platformd.ingress import mirror as mirror_mod
 from platformd.ingress import snippets as snippets_mod
+from platformd.ingress import backend_tls, client_tls, host_tls
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -105,6 +108,14 @@ class Annotations:
     headers: tuple = ()  # the parsed server-snippet + configuration-snippet program
     custom_headers: str | None = None  # "ns/name" or "name" of a ConfigMap; resolved by the translator
     mirror: Mirror | None = None
+    # per host: client certificates (auth-tls-*; resolved against the Secret by client_tls.select)
+    client_tls: client_tls.AuthTls | None = None
+    # per path: backend TLS (proxy-ssl-*; lane directives once the Secret is read, backend_tls.apply)
+    backend_tls: backend_tls.BackendTlsAsk | None = None
+    # per host: TLS connections passed to the backend untouched (passthrough.py)
+    ssl_passthrough: bool = False
+    # per host: ssl-ciphers, ssl-prefer-server-ciphers (host_tls.py)
+    host_tls: host_tls.HostTls | None = None
 
     @property
     def regex_paths(self) -> bool:
@@ -234,7 +245,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "permanent-redirect-code": _choice("301", "302", "303", "307", "308"),
     "temporal-redirect": _checked(v.redirect_target),
     "server-alias": _list(v.hostname),
-    "backend-protocol": _choice("HTTP", "HTTPS", "GRPC", "GRPCS", upper=True),
+    "backend-protocol": _choice("HTTP", "HTTPS", "GRPC", "GRPCS", "AUTO_HTTP", upper=True),
     "proxy-connect-timeout": _SECONDS,
     "proxy-read-timeout": _SECONDS,
     "proxy-send-timeout": _SECONDS,
@@ -274,6 +285,22 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "mirror-target": _unchecked(_mirror_target),
     "mirror-request-body": _on_off,
     "mirror-host": _checked(v.upstream_vhost),
+    "auth-tls-secret": _checked(client_tls.secret_ref),
+    "auth-tls-verify-client": _choice(*client_tls.VERIFY_MODES),
+    "auth-tls-verify-depth": _int(1, 100),
+    "auth-tls-error-page": _checked(v.redirect_target),
+    "auth-tls-pass-certificate-to-upstream": _bool,
+    "auth-tls-match-cn": _unchecked(client_tls.match_cn),
+    "proxy-ssl-secret": _checked(backend_tls.secret_ref),
+    "proxy-ssl-verify": _on_off,
+    "proxy-ssl-verify-depth": _int(1, 100),
+    "proxy-ssl-name": _checked(lambda field, text: v.hostname(field, text, wildcard=False)),
+    "proxy-ssl-server-name": _on_off,
+    "proxy-ssl-protocols": _checked(backend_tls.protocols),
+    "proxy-ssl-ciphers": _checked(v.ssl_ciphers),
+    "ssl-passthrough": _bool,
+    "ssl-ciphers": _checked(host_tls.cipher_list),
+    "ssl-prefer-server-ciphers": _bool,
 }
 
 def _auth_value(name: str) -> Callable[[str], object]:
@@ -470,6 +497,50 @@ def _mirror(r: _Reader) -> Mirror | None:
         request_body=r.get("mirror-request-body", True), **where))
 
 
+def _client_tls(r: _Reader) -> client_tls.AuthTls | None:
+    names = ("auth-tls-match-cn", "auth-tls-error-page", "auth-tls-verify-depth", "auth-tls-verify-client",
+             "auth-tls-pass-certificate-to-upstream", "auth-tls-secret")
+    asked = [n for n in names if n in r.raw]
+    if not asked:
+        return None
+    if any(n not in r.values for n in asked):
+        return None  # a value was refused already: the Ingress is not served
+    if "auth-tls-secret" not in r.raw:
+        # Security-bearing: without the CA nothing can be verified (fail closed).
+        r.fail(tuple(asked[:1]), "needs nginx.ingress.kubernetes.io/auth-tls-secret (the CA to verify with)")
+        return None
+    return r.build(names, lambda: client_tls.AuthTls(
+        secret=r.get("auth-tls-secret"),
+        verify=r.get("auth-tls-verify-client", "on"),
+        depth=r.get("auth-tls-verify-depth", client_tls.DEFAULT_DEPTH),
+        error_page=r.get("auth-tls-error-page", ""),
+        pass_certificate=r.get("auth-tls-pass-certificate-to-upstream", False),
+        match_cn=r.get("auth-tls-match-cn", ""),
+    ))
+
+
+def _backend_tls(r: _Reader) -> backend_tls.BackendTlsAsk | None:
+    names = ("proxy-ssl-verify", "proxy-ssl-secret", "proxy-ssl-verify-depth", "proxy-ssl-name",
+             "proxy-ssl-server-name", "proxy-ssl-protocols", "proxy-ssl-ciphers")
+    asked = [n for n in names if n in r.raw]
+    if not asked or any(n not in r.values for n in asked):
+        return None  # nothing asked, or a value was refused already (the Ingress is not served)
+    verify = r.get("proxy-ssl-verify", False)
+    if verify and r.get("backend-protocol", "HTTP") not in ("HTTPS", "GRPCS"):
+        # Security-bearing: a verified backend must not be reached in plain text.
+        r.fail(("proxy-ssl-verify",), "needs backend-protocol HTTPS or GRPCS (the backend is reached in plain text)")
+        return None
+    return r.build(names, lambda: backend_tls.BackendTlsAsk(
+        secret=r.get("proxy-ssl-secret", ""),
+        verify=verify,
+        depth=r.get("proxy-ssl-verify-depth", 1),
+        name=r.get("proxy-ssl-name", ""),
+        server_name=r.get("proxy-ssl-server-name", False),
+        protocols=r.get("proxy-ssl-protocols", ""),
+        ciphers=r.get("proxy-ssl-ciphers", ""),
+    ))
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -544,6 +615,11 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         headers=programs.get("server-snippet", ()) + programs.get("configuration-snippet", ()),
         custom_headers=r.get("custom-headers"),
         mirror=_mirror(r),
+        client_tls=_client_tls(r),
+        backend_tls=_backend_tls(r),
+        ssl_passthrough=r.get("ssl-passthrough", False),
+        host_tls=(host_tls.HostTls(r.get("ssl-ciphers", ""), r.get("ssl-prefer-server-ciphers"))
+                  if r.has("ssl-ciphers", "ssl-prefer-server-ciphers") else None),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

@@ -58,7 +58,6 @@ from platformd.common.informer import DeletedFinalStateUnknown, InformerFactory
 from platformd.common.runner import BoundedFrequencyRunner
 from platformd.common.store import (
     index_endpointslice_by_service,
-    index_ingress_by_secret,
     index_ingress_by_service,
     key_of,
 )
@@ -68,6 +67,7 @@ from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
 from platformd.ingress.model import Backend, Configuration, service_backend_name
 from platformd.ingress.render import per_configuration
+from platformd.ingress.secret_refs import index_ingress_by_any_secret
 from platformd.ingress.snapshot import Snapshot
 from platformd.ingress.translate import Problem, TranslateOptions, Translation, build
 
@@ -241,7 +241,7 @@ class Controller:
         self.clock = clock
         self._on_synced = on_synced
         self.ingresses = factory.informer(resources.INGRESSES, {
-            _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_secret,
+            _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_any_secret,
             _BY_DEFAULT_BACKEND: index_ingress_by_default_backend,
             _BY_AUTH_SECRET: auth.index_ingress_by_auth_secret, _BY_AUTH_CONFIGMAP: auth.index_ingress_by_auth_configmap})
         self.classes = factory.informer(resources.INGRESS_CLASSES)
@@ -378,7 +378,8 @@ class Controller:
                 self._full.run()
 
     def _on_auth_secret(self, obj: dict) -> None:
-        if self.ingresses.store.index_keys(_BY_AUTH_SECRET, key_of(obj)):
+        key = key_of(obj)
+        if self.ingresses.store.index_keys(_BY_AUTH_SECRET, key) or self.ingresses.store.index_keys(_BY_SECRET, key):
             self._full.run()
 
     def _on_configmap(self, obj: dict) -> None:
@@ -464,10 +465,12 @@ class Controller:
         )
 
     def _auth_secrets(self, ingresses: Iterable[dict]) -> dict[str, dict]:
-        """The Opaque Secrets some Ingress's auth-secret names (no other is
-        handed to the translation)."""
+        """The Opaque Secrets some Ingress names (auth-secret, and the CA
+        bundles of auth-tls-secret / proxy-ssl-secret); no other is handed to
+        the translation."""
         store = self.auth_secrets.store
-        keys = {k for obj in ingresses for k in auth.index_ingress_by_auth_secret(obj)}
+        keys = {k for obj in ingresses
+                for k in (*auth.index_ingress_by_auth_secret(obj), *index_ingress_by_any_secret(obj))}
         return {k: o for k in keys if (o := store.get(k)) is not None}
 
     def _localize(self, config: Configuration) -> Configuration:
@@ -551,7 +554,7 @@ class Controller:
         for obj in ingresses:
             service_keys.update(index_ingress_by_service(obj))
             service_keys.update(index_ingress_by_default_backend(obj))
-            secret_keys.update(index_ingress_by_secret(obj))
+            secret_keys.update(index_ingress_by_any_secret(obj))
         opts = self.options.translate
         if opts.default_ssl_certificate:
             secret_keys.add(opts.default_ssl_certificate)

@@ -48,6 +48,8 @@ def needs_reload(running: Configuration | None, desired: Configuration) -> bool:
         return True
     if lanes.used(running) != lanes.used(desired):
         return True
+    if running.passthrough != desired.passthrough:  # a map in nginx.conf (passthrough.py)
+        return True
     if running.settings is desired.settings or running.settings == desired.settings:
         return False
     return rendered_settings(running.settings) != rendered_settings(desired.settings)

@@ -90,6 +90,16 @@ def _mirror_uri(field: str, text: str) -> str:
     return text
 
 
+def _ssl_name(field: str, text: str) -> str:
+    return v.hostname(field, text, wildcard=False)
+
+
+def _ssl_protocols(field: str, text: str) -> str:
+    from platformd.ingress.backend_tls import protocols
+
+    return protocols(field, text)
+
+
 # directive -> validator(field, text) -> the text nginx.conf gets after the name.
 # Each entry is a directive that takes no variables and that some route
 # setting needs; add one only with the setting that needs it.
@@ -109,10 +119,24 @@ DIRECTIVES: dict[str, Callable[[str, str], str]] = {
     "proxy_ssl_certificate_key": _pem,
     "mirror": _mirror_uri,
     "mirror_request_body": _on_off,
+    # backend TLS (backend_tls.py): the rest of proxy_ssl_*, and grpc_ssl_* for GRPCS
+    "proxy_ssl_name": _ssl_name,
+    "proxy_ssl_protocols": _ssl_protocols,
+    "proxy_ssl_ciphers": v.ssl_ciphers,
+    "grpc_ssl_verify": _on_off,
+    "grpc_ssl_verify_depth": _count(0, 100),
+    "grpc_ssl_server_name": _on_off,
+    "grpc_ssl_name": _ssl_name,
+    "grpc_ssl_protocols": _ssl_protocols,
+    "grpc_ssl_ciphers": v.ssl_ciphers,
+    "grpc_ssl_trusted_certificate": _pem,
+    "grpc_ssl_certificate": _pem,
+    "grpc_ssl_certificate_key": _pem,
 }
 
 # Their value is file content; nginx.conf names a file holding it.
-FILE_DIRECTIVES = frozenset({"proxy_ssl_trusted_certificate", "proxy_ssl_certificate", "proxy_ssl_certificate_key"})
+FILE_DIRECTIVES = frozenset({"proxy_ssl_trusted_certificate", "proxy_ssl_certificate", "proxy_ssl_certificate_key",
+                             "grpc_ssl_trusted_certificate", "grpc_ssl_certificate", "grpc_ssl_certificate_key"})
 
 # Directives that are repeated rather than set once (the value is one line).
 # None yet; a directive listed here may appear several times in a set.

@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nginx reloads (global settings only) per second at most (default 0.3); route changes are not limited")
     p.add_argument("--allow-snippet-annotations", action="store_true", help="read configuration-snippet and server-snippet as a parsed subset of header directives "
                         "(docs/annotations.md); off, any snippet refuses its Ingress")
+    p.add_argument("--enable-ssl-passthrough", action="store_true",
+                   help="serve the ssl-passthrough annotation: nginx's stream module owns the HTTPS port")
     p.add_argument("--disable-svc-external-name", action="store_true",
                    help="refuse Services of type ExternalName as backends (ingress-nginx's flag)")
     p.add_argument("--state-dir", type=Path, default=None, help="nginx prefix, config and socket (default /run/platform/ingress)")
@@ -148,7 +150,8 @@ def translate_options(args: argparse.Namespace):
         allow_snippet_annotations=args.allow_snippet_annotations,
         external_name_services=not args.disable_svc_external_name,
         local_addresses=hostaddrs.read(),
-        http_port=args.http_port, https_port=args.https_port)
+        http_port=args.http_port, https_port=args.https_port,
+        enable_ssl_passthrough=args.enable_ssl_passthrough)
 
 
 def state_dir_of(args: argparse.Namespace) -> Path:

@@ -33,6 +33,10 @@ from typing import Iterable
 from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
 from platformd.ingress.mirror import Mirror
+from platformd.ingress.backend_tls import BackendTlsAsk
+from platformd.ingress.client_tls import ClientTls
+from platformd.ingress.host_tls import HostTls
+from platformd.ingress.passthrough import Passthrough
 
 __all__ = [
     "AccessControl",
@@ -242,6 +246,7 @@ class BackendProtocol(str, enum.Enum):
     HTTPS = "HTTPS"
     GRPC = "GRPC"
     GRPCS = "GRPCS"
+    AUTO_HTTP = "AUTO_HTTP"  # the client's scheme: HTTP requests over HTTP, HTTPS over HTTPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,6 +412,9 @@ class Location:
     request_redirect: RequestRedirect | None = None  # Gateway API; answered instead of proxying
     headers: tuple = ()  # a headers.Program: request/response header operations, applied per request
     mirror: Mirror | None = None  # copy each request to another target (mirror.py)
+    # proxy-ssl-*: what the Ingress asks of backend TLS; the translator turns it
+    # into lane_directives once the Secret is read (backend_tls.apply).
+    backend_tls: "BackendTlsAsk | None" = None
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)
@@ -489,6 +497,8 @@ class Server:
     locations: tuple[Location, ...] = ()
     tls: bool = False
     redirect: Redirect | None = None
+    client_tls: ClientTls | None = None  # auth-tls-*: client certificates (client_tls.py)
+    host_tls: HostTls | None = None  # ssl-ciphers, ssl-prefer-server-ciphers (host_tls.py)
 
     def __post_init__(self) -> None:
         host = v.hostname("server.hostname", self.hostname)
@@ -517,6 +527,8 @@ class Listen:
     # (--gateway-listener-port): fixed at start, so they never cause a reload.
     gateway_ports: tuple[tuple[int, int], ...] = ()
     gateway_tls_ports: tuple[tuple[int, int], ...] = ()  # the same, served with TLS (HTTPS listeners)
+    # --enable-ssl-passthrough: the stream module owns https_port (passthrough.py)
+    ssl_passthrough: bool = False
 
     def __post_init__(self) -> None:
         v.port("listen.http_port", self.http_port)
@@ -680,6 +692,7 @@ class Configuration:
     default_server_locations: tuple[Location, ...] = ()
     default_certificate: str | None = None
     bound: tuple[BoundHosts, ...] = ()  # Gateway hosts of one local address / port (lua/bound.lua)
+    passthrough: tuple[Passthrough, ...] = ()  # ssl-passthrough hosts (rendered: a change reloads)
 
     def __post_init__(self) -> None:
         _set(self, "servers", _unique_sorted(self.servers, _HOSTNAME, "servers"))

@@ -15,8 +15,10 @@ Payload::
      "policies": {"<id>": policy},                     # shared by equal settings
      "hsts": "max-age=...; includeSubDomains" | "",    # sent on https to hsts hosts
      "ssl_redirect": {"code": 308, "port": 443},
-     "binds": [...]}                                   # per address / port tables (bound.py)
+     "binds": [...],                                   # per address / port tables (bound.py)
+     "client_tls": {...}, "host_tls": {...}}            # only when used: client_tls.py, host_tls.py
     host = {"hsts": bool, "redirect": {"code", "target"} | null,
+            "client_tls": {"id", "verify", ...},               # only when the host asks (client_tls.py)
             "exact": {"/p": route}, "prefix": {"/p": route},   # canonical prefix: no trailing "/"
             "regex": [route + {"pattern", "length"}, ...]}      # in matching order
     route = {"backend": "<name>" | null, "policy": "<id>",
@@ -54,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from platformd.ingress import auth as auth_mod
-from platformd.ingress import bound, headers, lanes, mirror
+from platformd.ingress import bound, client_tls, headers, host_tls, lanes, mirror
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -70,6 +72,8 @@ from platformd.ingress.model import (
 __all__ = ["SHARDS", "RouteTable", "payload", "shard_of"]
 
 _UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+# "auto" (AUTO_HTTP): the router proxies with the request's own scheme.
+_SCHEMES = {BackendProtocol.HTTPS: "https", BackendProtocol.AUTO_HTTP: "auto"}
 
 
 def size_bytes(text: str) -> int:
@@ -131,7 +135,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "fast": fast,
         "lane": (lanes.lane_name(lanes.base_lane(loc, settings), loc.lane_directives) if loc.lane_directives
                  else lanes.base_lane(loc, settings)),
-        "scheme": "https" if proxy.protocol is BackendProtocol.HTTPS else "http",
+        "scheme": _SCHEMES.get(proxy.protocol, "http"),
         "body_size": body_size,
         "timeouts": timeouts,
         "upstream_vhost": proxy.upstream_vhost,
@@ -233,7 +237,10 @@ def _server_entry(server: Server, policies: _Policies) -> tuple[dict[str, Any], 
         redirect = {"code": server.redirect.code,
                     "target": v.redirect_target("redirect.target", server.redirect.target)}
     hsts = server.tls and policies.settings.tls.hsts.enabled
-    return _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
+    entry, used = _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
+    if server.client_tls is not None:
+        entry["client_tls"] = client_tls.route_entry(server.client_tls)
+    return entry, used
 
 
 def _default_entry(config: Configuration, policies: _Policies) -> tuple[dict[str, Any], dict[str, dict]]:
@@ -288,8 +295,13 @@ class RouteTable:
         for _, used in table.hosts.values():
             policies.update(used)
         policies.update(table.bound_policies)
-        return {"hosts": hosts, "default": table.default, "policies": policies,
-                "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "binds": table.binds}
+        whole = {"hosts": hosts, "default": table.default, "policies": policies,
+                 "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "binds": table.binds}
+        if table.client_tls:
+            whole["client_tls"] = table.client_tls
+        if table.host_tls:
+            whole["host_tls"] = table.host_tls
+        return whole
 
     def sections(self, config: Configuration) -> tuple[dict[str, Any], ...]:
         """The payloads of "routes" (the meta section) and "routes_0" .. in order.
@@ -301,12 +313,17 @@ class RouteTable:
             grouped[shard_of(name)].append((name, entry, used))
         out = []
         with self._lock:
-            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), id(table.binds))
+            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), id(table.binds),
+                        table.client_tls, table.host_tls)
             if self._meta is None or self._meta[0] != meta_key:
-                self._meta = (meta_key, {"default": table.default,
-                                         "policies": {**table.default_policies, **table.bound_policies},
-                                         "hsts": table.hsts, "ssl_redirect": table.ssl_redirect,
-                                         "shards": SHARDS, "binds": table.binds}, table.default, table.binds)
+                meta = {"default": table.default, "policies": {**table.default_policies, **table.bound_policies},
+                        "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "shards": SHARDS,
+                        "binds": table.binds}
+                if table.client_tls:
+                    meta["client_tls"] = table.client_tls
+                if table.host_tls:
+                    meta["host_tls"] = table.host_tls
+                self._meta = (meta_key, meta, table.default, table.binds)
             out.append(self._meta[1])
             for index, members in enumerate(grouped):
                 key = tuple((name, id(entry)) for name, entry, _ in members)
@@ -360,7 +377,8 @@ class RouteTable:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
         return _Table(hosts, default, default_policies, hsts_value(settings),
                       {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
-                      binds, bound_policies)
+                      binds, bound_policies,
+                      client_tls.handshake_data(config.servers), host_tls.handshake_data(config.servers))
 
 
 @dataclass(frozen=True)
@@ -374,6 +392,8 @@ class _Table:
     ssl_redirect: dict
     binds: list  # bound.payload: the per-address / per-port tables
     bound_policies: dict
+    client_tls: dict  # client_tls.handshake_data: names -> policy id, CA bundles
+    host_tls: dict  # host_tls.handshake_data: names -> key, cipher settings
 
 
 def _same(before: tuple, now: tuple) -> bool:

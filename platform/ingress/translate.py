@@ -100,10 +100,14 @@ from typing import Iterable, NamedTuple
 from platformd.common import gcpause
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress import auth as auth_mod
+from platformd.ingress import backend_tls
 from platformd.ingress import certificates as certs_mod
+from platformd.ingress import client_tls
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
 from platformd.ingress import headers as headers_mod
+from platformd.ingress import host_tls
+from platformd.ingress import passthrough as passthrough_mod
 from platformd.ingress import validate as v
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
@@ -140,6 +144,7 @@ class TranslateOptions:
     # Unix time certificates are checked against; None reads the wall clock
     # once per build. (The one input that is not in the snapshot.)
     now: float | None = None
+    enable_ssl_passthrough: bool = False  # --enable-ssl-passthrough (passthrough.py)
 
 
 @dataclass(frozen=True, order=True)
@@ -461,6 +466,10 @@ class _Translator:
         for parsed in owned:
             self.problems.extend(parsed.problems)
         ingresses = self._authorized([parsed for parsed in owned if parsed.ing is not None])
+        ingresses, client_tls_hosts = self._client_tls(ingresses)
+        host_tls_hosts = self._host_tls(ingresses)
+        ingresses, backend_material = self._backend_tls(ingresses)
+        passthrough = self._passthrough(ingresses)
         primaries = [p for p in ingresses if not p.ing.ann.canary]
         canaries = [p for p in ingresses if p.ing.ann.canary]
         routes = self._winning_routes(primaries)
@@ -469,7 +478,15 @@ class _Translator:
         primary_ingresses = [p.ing for p in primaries]
         tls_hosts, host_certs, certificates = self._tls(primaries)
         servers = self._servers(hosts, routes, tls_hosts, host_certs)
+        if client_tls_hosts:
+            servers = [replace(s, client_tls=client_tls_hosts[s.hostname]) if s.hostname in client_tls_hosts else s
+                       for s in servers]
+        if host_tls_hosts:
+            servers = [replace(s, host_tls=host_tls_hosts[s.hostname]) if s.hostname in host_tls_hosts else s
+                       for s in servers]
         default_backend, catch_all = self._catch_all(routes, primary_ingresses)
+        if backend_material is not None:
+            servers, catch_all = self._with_backend_tls(servers, catch_all, backend_material)
         default_certificate = self.opts.default_ssl_certificate
         configuration = Configuration(
             servers=tuple(servers),
@@ -481,6 +498,7 @@ class _Translator:
             default_certificate=(
                 default_certificate if any(c.id == default_certificate for c in certificates) else None
             ),
+            passthrough=passthrough,
         )
         return Translation(
             configuration=configuration,
@@ -489,8 +507,58 @@ class _Translator:
             configmaps_used=frozenset(self.configmaps_used),
         )
 
+    def _client_tls(self, ingresses: list[_Parsed]) -> tuple[list[_Parsed], dict]:
+        """auth-tls-*: Ingresses whose client certificates cannot be enforced
+        are left out (client_tls.select); the policy of each host."""
+        if not any(p.ing.ann.client_tls is not None for p in ingresses):
+            return ingresses, {}
+        selection = client_tls.select(ingresses, self.snap.secrets)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.kept, selection.hosts
+
+    def _backend_tls(self, ingresses: list[_Parsed]) -> tuple[list[_Parsed], dict | None]:
+        """proxy-ssl-*: Ingresses whose Secret cannot be used are left out
+        (backend_tls.select); the Secret content the others need."""
+        if not any(p.ing.ann.backend_tls is not None for p in ingresses):
+            return ingresses, None
+        selection = backend_tls.select(ingresses, self.snap.secrets, self.now)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.kept, selection.material
+
+    @staticmethod
+    def _with_backend_tls(servers: list[Server], catch_all: list[Location], material: dict):
+        """Each location's proxy-ssl-* ask as lane directives (backend_tls.apply)."""
+        out = []
+        for s in servers:
+            locations = backend_tls.apply(s.locations, material, backend_tls.namespace_of)
+            out.append(s if locations is s.locations else replace(s, locations=locations))
+        return out, list(backend_tls.apply(tuple(catch_all), material, backend_tls.namespace_of))
+
+    def _host_tls(self, ingresses: list[_Parsed]) -> dict:
+        """ssl-ciphers / ssl-prefer-server-ciphers per host (host_tls.select)."""
+        if not any(p.ing.ann.host_tls is not None for p in ingresses):
+            return {}
+        selection = host_tls.select(ingresses)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.hosts
+
+    def _passthrough(self, ingresses: list[_Parsed]) -> tuple:
+        """ssl-passthrough hosts (passthrough.select); warnings when the flag is off."""
+        if not any(p.ing.ann.ssl_passthrough for p in ingresses):
+            return ()
+        selection = passthrough_mod.select(ingresses, self.snap.services, self.opts.enable_ssl_passthrough)
+        for ing, reason, message in selection.problems:
+            self.problems.append(ing.problem(reason, message))
+        return selection.entries
+
     def _global_config(self) -> globalconfig.GlobalConfig:
         config = globalconfig.parse(self.snap.configmap, http_port=self.opts.http_port, https_port=self.opts.https_port)
+        if self.opts.enable_ssl_passthrough:
+            settings = config.settings
+            config = replace(config, settings=replace(settings, listen=replace(settings.listen, ssl_passthrough=True)))
         meta = (self.snap.configmap or {}).get("metadata") or {}
         for issue in config.issues:
             self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""), issue.reason, issue.message))
@@ -977,6 +1045,7 @@ class _Translator:
             auth=auth,
             headers=program,
             mirror=ann.mirror,
+            backend_tls=ann.backend_tls,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -1076,5 +1145,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors", "auth", "headers", "custom_headers", "mirror")
+                     "rate_limit", "cors", "auth", "headers", "custom_headers", "mirror", "backend_tls")
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from platformd.ingress import auth as auth_mod
 from platformd.ingress import lanes as lanes_mod
+from platformd.ingress import passthrough as passthrough_mod
 from platformd.ingress import validate as v
 from platformd.ingress.layout import NginxFiles
 from platformd.ingress.model import Configuration, GlobalSettings, Hsts
@@ -143,6 +144,11 @@ class NginxView:
     # (local, listener) port of each; when any, X-Forwarded-Port shows the listener's
     gateway_port_map: tuple[tuple[int, int], ...] = ()
     server_port_var: str = "$server_port"
+    # --enable-ssl-passthrough (passthrough.py): the stream server owns https_port
+    ssl_passthrough: bool = False
+    passthrough_map: tuple[tuple[str, str], ...] = ()  # (quoted map key, address:port)
+    https_socket_q: str = ""  # the http server's TLS listener then (PROXY protocol)
+    passthrough_socket_q: str = ""  # the hop that strips PROXY protocol for passthrough hosts
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,7 @@ class LaneView:
     kind: str
     buffering: str
     lines: tuple[str, ...]
+    upstream: str = ""  # "": the protocol's shared pool; backend TLS lanes get their own (backend_tls.py)
 
 
 def _lane_views(specs: tuple[lanes_mod.LaneSpec, ...], directory: Path) -> tuple[LaneView, ...]:
@@ -169,7 +176,10 @@ def _lane_views(specs: tuple[lanes_mod.LaneSpec, ...], directory: Path) -> tuple
             kind, buffering = "proxy", spec.base.removeprefix("@platform_proxy_")
         else:
             kind, buffering = spec.base.removeprefix("@platform_"), ""
-        out.append(LaneView(spec.name, kind, buffering, tuple(lines)))
+        upstream = ""
+        if any(name.startswith(("proxy_ssl_", "grpc_ssl_")) for name, _ in spec.directives):
+            upstream = "upstream_" + spec.name.removeprefix("@platform_")
+        out.append(LaneView(spec.name, kind, buffering, tuple(lines), upstream))
     return tuple(out)
 
 
@@ -226,4 +236,19 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         buffering="on" if settings.buffering else "off",
         lanes=_lane_views(specs, paths.files.lane_files),
         lane_files=tuple(sorted(lanes_mod.files(specs, paths.files.lane_files).items())),
+        **_passthrough_view(config, paths),
     )
+
+
+def _passthrough_view(config: Configuration, paths: RuntimePaths) -> dict:
+    if not config.settings.listen.ssl_passthrough:
+        return {}
+    sockets = {}
+    for name in ("https", "passthrough"):
+        path = _plain_path("state_dir", paths.state_dir / f"{name}.sock")
+        if len(path.encode()) > MAX_SOCKET_PATH:
+            raise v.ValidationError("state_dir", path, f"unix socket path longer than {MAX_SOCKET_PATH} bytes")
+        sockets[f"{name}_socket_q"] = v.quote("unix:" + path)
+    entries = tuple((v.quote(key, allow_variables=True), address)
+                    for key, address in passthrough_mod.map_entries(config.passthrough))
+    return {"ssl_passthrough": True, "passthrough_map": entries, **sockets}

@@ -35,7 +35,7 @@ INGRESS_FLAGS = PLATFORMD_FLAGS | {
     "watch-ingress-without-class", "http-port", "https-port", "healthz-port",
     "publish-service", "publish-status-address", "update-status-on-shutdown",
     "election-id", "default-ssl-certificate", "default-backend-service", "configmap",
-    "sync-rate-limit", "allow-snippet-annotations",
+    "sync-rate-limit", "allow-snippet-annotations", "enable-ssl-passthrough",
 }
 NODEPROXY_FLAGS = PLATFORMD_FLAGS | {
     "kubeconfig", "hostname", "node-ip", "proxy-mode", "dual-stack", "cluster-cidr", "masquerade-all", "scheduler",
@@ -282,6 +282,13 @@ def test_ingress_args_from_values(rendered):
         "default-backend-service": "platform/default-backend",
         "allow-snippet-annotations": True,
     }
+
+
+def test_ssl_passthrough_flag(helm):
+    off = parse_args(container(workload(helm.template(), INGRESS))["args"][1:])
+    assert "enable-ssl-passthrough" not in off
+    on = parse_args(container(workload(helm.template(sets=["ingress.enableSSLPassthrough=true"]), INGRESS))["args"][1:])
+    assert on["enable-ssl-passthrough"] is True
 
 
 def test_extra_args(helm):

@@ -24,7 +24,7 @@ from . import dockerfile
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 
-INGRESS_PACKAGES = {"nginx", "libnginx-mod-http-lua", "lua-cjson"}
+INGRESS_PACKAGES = {"nginx", "libnginx-mod-http-lua", "libnginx-mod-stream", "lua-cjson"}
 NODEPROXY_PACKAGES = {"ipset", "iptables", "nftables", "conntrack", "kmod"}
 # Not data plane, but needed to run at all: the interpreter of the venv, the
 # CA bundle for TLS to the API server, and setcap (nginx needs it anyway,

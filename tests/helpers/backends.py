@@ -108,7 +108,8 @@ class HttpBackend:
 class NginxBackend:
     """A static nginx answering its name; its own master in its own tmp dir."""
 
-    def __init__(self, name: str, workers: int = 1) -> None:
+    def __init__(self, name: str, workers: int = 1, tls: tuple[Path, Path] | None = None) -> None:
+        """``tls``: (certificate file, key file): serve HTTPS and HTTP/2 (gRPCS-style) instead."""
         self.name = name
         self.address = "127.0.0.1"
         self.port = free_port()
@@ -121,8 +122,9 @@ class NginxBackend:
             f" client_body_temp_path {self._dir}/body; proxy_temp_path {self._dir}/proxy;\n"
             f" fastcgi_temp_path {self._dir}/fcgi; uwsgi_temp_path {self._dir}/uwsgi; scgi_temp_path {self._dir}/scgi;\n"
             " keepalive_requests 100000;\n"
-            f" server {{ listen 127.0.0.1:{self.port} backlog=4096;\n"
-            f"  location / {{ add_header X-Backend {name}; return 200 \"{name}\"; }} }}\n}}\n"
+            f" server {{ listen 127.0.0.1:{self.port}{' ssl http2' if tls else ''} backlog=4096;\n"
+            + (f"  ssl_certificate {tls[0]}; ssl_certificate_key {tls[1]};\n" if tls else "")
+            + f"  location / {{ add_header X-Backend {name}; return 200 \"{name}\"; }} }}\n}}\n"
         )
         self._proc = subprocess.Popen(
             ["/usr/sbin/nginx", "-p", str(self._dir), "-c", str(self._dir / "nginx.conf"), "-e",

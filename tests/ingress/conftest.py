@@ -90,7 +90,7 @@ class DataPlaneHarness:
             workers = replace(workers, processes=2)
         if os.geteuid() == 0 and workers.user is None:
             workers = replace(workers, user="root")
-        listen = Listen(self.http_port, self.https_port, settings.listen.reuse_port)
+        listen = replace(settings.listen, http_port=self.http_port, https_port=self.https_port)
         return replace(config, settings=replace(settings, listen=listen, workers=workers))
 
     def apply(self, config: Configuration) -> ApplyResult:

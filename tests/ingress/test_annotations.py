@@ -130,7 +130,7 @@ INVALID = [
     ("rewrite-target", "/$host"), ("rewrite-target", "relative"), ("app-root", "app"),
     ("permanent-redirect", "ftp://x"), ("permanent-redirect-code", "200"), ("permanent-redirect-code", "399"),
     ("temporal-redirect", "not a url"), ("server-alias", "bad_host"), ("server-alias", ""),
-    ("backend-protocol", "FCGI"), ("backend-protocol", "AUTO_HTTP"),
+    ("backend-protocol", "FCGI"), ("backend-protocol", "AUTO"),
     ("proxy-connect-timeout", "0"), ("proxy-read-timeout", "10m"), ("proxy-send-timeout", "-1"),
     ("proxy-body-size", "8 m"), ("proxy-buffering", "yes"),
     ("canary", "on"), ("canary-weight", "x"), ("canary-weight-total", "0"),
@@ -195,19 +195,20 @@ def test_auth_that_cannot_be_enforced_refuses_the_ingress():
 @pytest.mark.parametrize("annotations", [
     {"backend-protocol": "HTTPS", "proxy-ssl-verify": "on", "proxy-ssl-secret": "default/ca"},
     {"backend-protocol": "HTTPS", "proxy-ssl-verify": "on"},
-    {"backend-protocol": "HTTPS", "proxy-ssl-protocols": "TLSv1.3"},
+    {"backend-protocol": "HTTP", "proxy-ssl-verify": "on", "proxy-ssl-secret": "default/ca"},
     {"secure-verify-ca-secret": "default/ca"},
 ])
-def test_backend_tls_verification_we_lack_refuses_the_ingress(annotations):
+def test_backend_tls_verification_we_cannot_do_refuses_the_ingress(annotations):
     """#12: an Ingress asking for a verified backend was served unverified (200
-    where the CA does not sign the backend's certificate): fail closed."""
+    where the CA does not sign the backend's certificate): fail closed when
+    the CA Secret is missing, not named, or the backend is plain text."""
     result = served(annotations)
     assert set(reasons(result)) == {"InvalidAnnotation"} and result.configuration.servers == ()
 
 
-def test_proxy_ssl_verify_off_asks_for_nothing_and_is_ignored():
+def test_proxy_ssl_verify_off_asks_for_nothing():
     result = served({"backend-protocol": "HTTPS", "proxy-ssl-verify": "off"})
-    assert reasons(result) == ["UnsupportedAnnotation"]
+    assert reasons(result) == []
     assert ("prefix", "/app") in locations(result, "example.com")
 
 

@@ -114,6 +114,9 @@ programs of the role. Boolean flags are given bare when on and left out when off
 {{- if .Values.allowSnippetAnnotations }}
 - --allow-snippet-annotations
 {{- end }}
+{{- if .Values.enableSSLPassthrough }}
+- --enable-ssl-passthrough
+{{- end }}
 {{- include "platform-ingress.webhook.args" . }}
 {{- include "platform-ingress.gatewayArgs" . }}
 {{- range $flag, $value := .Values.extraArgs }}
