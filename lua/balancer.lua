@@ -303,7 +303,7 @@ local function pick(can_set_cookie)
   local chosen = {
     backend = entry.backend,
     instance = entry.instance,
-    retries = entry.retries,
+    retries = M.retries(entry, ngx.ctx.platform_retries),
     request = request,
     endpoint = endpoint,
     tried = {},
@@ -426,7 +426,18 @@ function M.routed(name)
   end
 end
 
-function M.balance()
+--- Extra attempts for a request to `entry`: the route's (`route_retries`,
+-- proxy-next-upstream-tries, lua/traffic.lua) or the default, never more
+-- than the other endpoints.
+function M.retries(entry, route_retries)
+  if route_retries == nil then
+    return entry.retries
+  end
+  return math.max(math.min(#entry.backend.endpoints - 1, route_retries), 0)
+end
+
+-- `route_retries`: the route's proxy-next-upstream-tries (named lanes only).
+function M.balance(route_retries)
   refresh()
   local name
   if routed_request ~= nil and get_request() == routed_request then
@@ -449,6 +460,9 @@ function M.balance()
     return balance_chosen(chosen)
   end
   local retries = entry.retries
+  if route_retries ~= nil then
+    retries = M.retries(entry, route_retries)
+  end
   if retries > 0 then
     -- Only a request given more tries comes back after a failure (with one
     -- endpoint nginx has a single try), so only such a request asks.
@@ -473,14 +487,15 @@ end
 --- Balancer phase of `upstream_lane` (the router's named lanes): the
 -- route's timeouts (router.lua puts them in ngx.ctx), then as balance().
 function M.balance_lane()
-  local timeouts = ngx.ctx.platform_timeouts
+  local ctx = ngx.ctx
+  local timeouts = ctx.platform_timeouts
   if timeouts ~= nil then
     local ok, err = set_timeouts(timeouts[1], timeouts[2], timeouts[3])
     if not ok then
       ngx.log(ngx.ERR, "set_timeouts: ", err)
     end
   end
-  return M.balance()
+  return M.balance(ctx.platform_retries)
 end
 
 local function split(list)

@@ -54,6 +54,7 @@ local ngx = ngx
 local ngx_var = ngx and ngx.var
 local re_match = ngx and ngx.re.match
 local limit -- util.limit, loaded by M.init (it needs the shared dict)
+local traffic = require("traffic")
 local byte = string.byte
 local sub = string.sub
 
@@ -116,10 +117,14 @@ local function compile_policy(p)
     burst = p.limit_burst,
     connections = p.limit_connections,
     proxy = redirect == nil,
+    rpm = p.limit_rpm or 0,
+    rpm_burst = p.limit_rpm_burst or 0,
+    traffic = traffic.compile(value(p.traffic)),
   }
   -- Served by `fast()` alone: nothing to apply but the proxy itself.
   policy.simple = p.fast and redirect == nil and cors == nil and rewrite_target == nil
     and p.limit_rps == 0 and p.limit_connections == 0 and p.allow[1] == nil and p.deny[1] == nil
+    and policy.rpm == 0 and policy.traffic == nil
   if rewrite_target ~= nil then
     policy.rewrite_parts = target_parts(rewrite_target)
     policy.rewrite_query = rewrite_target:find("?", 1, true) ~= nil
@@ -129,6 +134,9 @@ local function compile_policy(p)
   end
   if p.deny[1] ~= nil then
     policy.deny = assert(cidr.compile(p.deny))
+  end
+  if p.limit_allow ~= nil and p.limit_allow[1] ~= nil then
+    policy.limit_allow = assert(cidr.compile(p.limit_allow))
   end
   return policy
 end
@@ -400,8 +408,9 @@ local function too_large(policy)
   return false
 end
 
-local function ssl_redirect(routes)
-  return ngx.redirect("https://" .. ngx_var.host .. routes.port_suffix .. ngx_var.request_uri, routes.ssl_code)
+local function ssl_redirect(routes, policy)
+  local uri = traffic.redirect_uri(policy.traffic, ngx_var.request_uri)
+  return ngx.redirect("https://" .. ngx_var.host .. routes.port_suffix .. uri, routes.ssl_code)
 end
 
 -- CORS: the origin to echo ("" none), and the preflight answer.
@@ -474,6 +483,12 @@ end
 
 local function limits(location, policy)
   local addr = ngx_var.binary_remote_addr
+  if policy.limit_allow ~= nil and cidr.contains(policy.limit_allow, addr) then
+    return -- limit-allowlist
+  end
+  if policy.rpm > 0 and not limit.request(location.zone .. "m" .. addr, policy.rpm / 60, policy.rpm_burst) then
+    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+  end
   if policy.rps > 0 and not limit.request(location.zone .. "r" .. addr, policy.rps, policy.burst) then
     return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
   end
@@ -562,7 +577,7 @@ function M.route(lane)
     return ngx.exit(413)
   end
   if policy.ssl_redirect and var_access_scheme() == "http" then
-    return ssl_redirect(routes)
+    return ssl_redirect(routes, policy)
   end
   if not policy.proxy then
     return ngx.redirect(policy.redirect.target, policy.redirect.code)
@@ -576,7 +591,7 @@ function M.route(lane)
   if location.rewrite ~= nil then
     rewrite(location, policy)
   end
-  if policy.rps > 0 or policy.connections > 0 then
+  if policy.rps > 0 or policy.connections > 0 or policy.rpm > 0 then
     limits(location, policy)
   end
   if (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
@@ -586,6 +601,9 @@ function M.route(lane)
     ngx_var.platform_scheme = policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
+    if policy.traffic ~= nil then
+      traffic.apply(policy.traffic, location.rewrite ~= nil)
+    end
     return balancer.access()
   end
 end

@@ -470,7 +470,11 @@ local function check_route_policy(value, path, deps)
     limit_rps = required(value, "limit_rps", path, deps, opt_integer, 0, 1e9),
     limit_burst = required(value, "limit_burst", path, deps, opt_integer, 0, 1e12),
     limit_connections = required(value, "limit_connections", path, deps, opt_integer, 0, 1e9),
+    limit_rpm = opt_integer(value, "limit_rpm", path, deps, 0, 6e10) or 0,
+    limit_rpm_burst = opt_integer(value, "limit_rpm_burst", path, deps, 0, 1e14) or 0,
+    limit_allow = check_addresses(value, "limit_allow", path, deps),
   }
+  require("traffic").check(value.traffic, path .. ".traffic", fail, deps.null)
   if not LANES[policy.lane] then
     fail(path .. ".lane", "must be one of the template's lanes")
   end
@@ -522,7 +526,7 @@ local function check_route(value, path, deps, policies)
       fail(path .. ".rewrite", "set without a rewrite_target")
     end
   end
-  if (policy.limit_rps > 0 or policy.limit_connections > 0) and (route.zone == nil or not route.zone:match("^%x+$")) then
+  if (policy.limit_rps > 0 or policy.limit_connections > 0 or policy.limit_rpm > 0) and (route.zone == nil or not route.zone:match("^%x+$")) then
     fail(path .. ".zone", "a limited route needs a zone")
   end
   return route

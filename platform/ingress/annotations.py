@@ -45,6 +45,7 @@ from platformd.ingress.model import (
     Timeouts,
     TrafficShapingPolicy,
 )
+from platformd.ingress import traffic as traffic_mod
 
 __all__ = ["PREFIX", "AnnotationError", "Annotations", "Parsed", "parse"]
 
@@ -89,6 +90,9 @@ class Annotations:
     # canary
     canary: bool = False
     traffic_shaping: TrafficShapingPolicy | None = None
+    # per path: retries, response rewriting, bandwidth, logs (platformd.ingress.traffic)
+    traffic: traffic_mod.Traffic = traffic_mod.Traffic()
+    from_to_www_redirect: bool = False  # per host
 
     @property
     def regex_paths(self) -> bool:
@@ -242,6 +246,27 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "default-backend": _checked(_service_name),
     "service-upstream": _bool,
     "upstream-vhost": _checked(v.upstream_vhost),
+    # platformd.ingress.traffic
+    "x-forwarded-prefix": _checked(traffic_mod.header_text),
+    "preserve-trailing-slash": _bool,
+    "proxy-redirect-from": _checked(lambda f, t: t.strip() if t.strip() in ("off", "default")
+                                    else traffic_mod.redirect_prefix(f, t)),
+    "proxy-redirect-to": _checked(traffic_mod.redirect_prefix),
+    "proxy-cookie-domain": _checked(traffic_mod.cookie_rewrite("domain")),
+    "proxy-cookie-path": _checked(traffic_mod.cookie_rewrite("path")),
+    "connection-proxy-header": _checked(traffic_mod.header_text),
+    "proxy-next-upstream": _checked(traffic_mod.next_upstream),
+    "proxy-next-upstream-tries": _int(0, 1000),
+    "proxy-next-upstream-timeout": _int(0, 86400),
+    "limit-rate": _int(0, 2**30),
+    "limit-rate-after": _int(0, 2**30),
+    "enable-access-log": _bool,
+    "enable-rewrite-log": _bool,
+    "from-to-www-redirect": _bool,
+    "limit-rpm": _int(0, 60_000_000),
+    "limit-burst-multiplier": _int(1, 1000),
+    "limit-allowlist": _list(v.cidr),
+    "limit-whitelist": _list(v.cidr),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -395,6 +420,45 @@ def _traffic_shaping(r: _Reader) -> TrafficShapingPolicy | None:
     )
 
 
+def _traffic(r: _Reader) -> traffic_mod.Traffic:
+    redirect = None
+    if r.get("proxy-redirect-from", "off") not in ("off", "default") and r.has("proxy-redirect-to"):
+        redirect = (r.get("proxy-redirect-from"), r.get("proxy-redirect-to"))
+    kb = 1024
+    made = r.build(
+        ("x-forwarded-prefix", "proxy-redirect-from", "proxy-redirect-to", "proxy-cookie-domain",
+         "proxy-cookie-path", "connection-proxy-header", "proxy-next-upstream", "proxy-next-upstream-tries",
+         "proxy-next-upstream-timeout", "limit-rate", "limit-rate-after"),
+        lambda: traffic_mod.Traffic(
+            forwarded_prefix=r.get("x-forwarded-prefix", ""),
+            preserve_trailing_slash=r.get("preserve-trailing-slash", False),
+            proxy_redirect=redirect,
+            cookie_domain=r.get("proxy-cookie-domain"),
+            cookie_path=r.get("proxy-cookie-path"),
+            connection_header=r.get("connection-proxy-header", ""),
+            next_upstream=r.get("proxy-next-upstream", traffic_mod.DEFAULT_NEXT_UPSTREAM),
+            next_upstream_tries=r.get("proxy-next-upstream-tries", traffic_mod.DEFAULT_TRIES),
+            next_upstream_timeout=r.get("proxy-next-upstream-timeout", 0),
+            limit_rate=r.get("limit-rate", 0) * kb,
+            limit_rate_after=r.get("limit-rate-after", 0) * kb,
+            access_log=r.get("enable-access-log", True),
+            rewrite_log=r.get("enable-rewrite-log", False),
+        ),
+    )
+    return made or traffic_mod.Traffic()
+
+
+def _rate_limit(r: _Reader) -> RateLimit:
+    allow = tuple(r.get("limit-whitelist", ())) + tuple(r.get("limit-allowlist", ()))
+    return r.build(
+        ("limit-rps", "limit-rpm", "limit-connections", "limit-burst-multiplier", "limit-allowlist",
+         "limit-whitelist"),
+        lambda: RateLimit(rps=r.get("limit-rps", 0), connections=r.get("limit-connections", 0),
+                          burst_multiplier=r.get("limit-burst-multiplier", 5), rpm=r.get("limit-rpm", 0),
+                          allowlist=allow),
+    ) or RateLimit()
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -442,10 +506,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         redirect=_redirect(r),
         proxy=_proxy(r),
         access=_access(r),
-        rate_limit=r.build(
-            ("limit-rps", "limit-connections"),
-            lambda: RateLimit(rps=r.get("limit-rps", 0), connections=r.get("limit-connections", 0)),
-        ) or RateLimit(),
+        rate_limit=_rate_limit(r),
         cors=_cors(r),
         server_aliases=tuple(r.get("server-alias", ())),
         load_balance=LoadBalance(r.get("load-balance")) if r.has("load-balance") else None,
@@ -455,6 +516,8 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         default_backend=r.get("default-backend"),
         canary=bool(r.get("canary", False)),
         traffic_shaping=_traffic_shaping(r),
+        traffic=_traffic(r),
+        from_to_www_redirect=r.get("from-to-www-redirect", False),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

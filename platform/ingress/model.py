@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from platformd.ingress import validate as v
+from platformd.ingress.traffic import Traffic
 
 __all__ = [
     "AccessControl",
@@ -294,15 +295,19 @@ class RateLimit:
     rps: int = 0
     connections: int = 0
     burst_multiplier: int = 5
+    rpm: int = 0  # requests per minute (limit-rpm), the same burst multiplier
+    allowlist: tuple[str, ...] = ()  # client networks no limit applies to (limit-allowlist)
 
     def __post_init__(self) -> None:
         v.positive_int("rate_limit.rps", self.rps, maximum=1_000_000, allow_zero=True)
         v.positive_int("rate_limit.connections", self.connections, maximum=1_000_000, allow_zero=True)
         v.positive_int("rate_limit.burst_multiplier", self.burst_multiplier, maximum=1000)
+        v.positive_int("rate_limit.rpm", self.rpm, maximum=60_000_000, allow_zero=True)
+        _set(self, "allowlist", tuple(sorted({v.cidr("rate_limit.allowlist", c) for c in self.allowlist})))
 
     @property
     def enabled(self) -> bool:
-        return bool(self.rps or self.connections)
+        return bool(self.rps or self.connections or self.rpm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +367,7 @@ class Location:
     rewrite_target: str | None = None
     redirect: Redirect | None = None
     ssl_redirect: bool = False
+    traffic: Traffic = Traffic()  # platformd.ingress.traffic
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)

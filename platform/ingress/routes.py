@@ -49,6 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -118,7 +119,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
-            and not limit.connections and loc.cors is None)
+            and not limit.connections and loc.cors is None and loc.traffic == traffic_mod.DEFAULT)
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
@@ -140,6 +141,10 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "limit_rps": limit.rps,
         "limit_burst": limit.rps * limit.burst_multiplier,
         "limit_connections": limit.connections,
+        "limit_rpm": limit.rpm,
+        "limit_rpm_burst": limit.rpm * limit.burst_multiplier,
+        "limit_allow": list(limit.allowlist),
+        "traffic": traffic_mod.policy(loc.traffic),
     }
 
 
@@ -172,7 +177,8 @@ class _Policies:
         self.by_key: dict[tuple, tuple[str, dict[str, Any]]] = {}
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
-        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect)
+        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
+               loc.traffic)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)

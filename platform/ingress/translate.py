@@ -878,6 +878,7 @@ class _Translator:
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,
             ssl_redirect=ssl_redirect,
+            traffic=ann.traffic,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -970,5 +971,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors")
+                     "rate_limit", "cors", "traffic")
     )
