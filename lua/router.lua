@@ -561,6 +561,9 @@ function M.route(lane)
   local redirect = host.redirect
   if redirect ~= nil then
     ngx_var.proxy_upstream_name = "redirect"
+    if redirect.host ~= nil then -- from-to-www-redirect (platformd.ingress.www_redirect)
+      return ngx.redirect(var_access_scheme() .. "://" .. redirect.host .. ngx_var.request_uri, redirect.code)
+    end
     return ngx.redirect(redirect.target, redirect.code)
   end
   local location = M.match(host, var_uri())

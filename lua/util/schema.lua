@@ -395,6 +395,11 @@ local function check_redirect(obj, field, path, deps, codes)
   if #redirect.target > 2048 or not redirect.target:match(TARGET) then
     fail(path .. ".target", "must be a path or an http(s) URL")
   end
+  -- from-to-www-redirect: the host the request's URI goes to.
+  local host = opt_string(value, "host", path, deps)
+  if host ~= nil and (#host > 253 or not host:match("^[%w][%w%.%-]*$")) then
+    fail(path .. ".host", "must be a host name")
+  end
   return redirect
 end
 

@@ -51,6 +51,7 @@ from typing import Any
 
 from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
+from platformd.ingress import www_redirect
 from platformd.ingress.model import (
     BackendProtocol,
     Configuration,
@@ -114,6 +115,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
                 proxy.timeouts.send or settings.timeouts.send,
                 proxy.timeouts.read or settings.timeouts.read]
     buffering = settings.buffering if proxy.buffering is None else proxy.buffering
+    # nginx throttles ($limit_rate) only what it buffers: limit-rate needs buffering.
+    buffering = buffering or loc.traffic.limit_rate > 0
     body_size = size_bytes(proxy.body_size or settings.body_size)
     limit = loc.rate_limit
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
@@ -227,6 +230,9 @@ def _server_entry(server: Server, policies: _Policies) -> tuple[dict[str, Any], 
     if server.redirect is not None:
         redirect = {"code": server.redirect.code,
                     "target": v.redirect_target("redirect.target", server.redirect.target)}
+        origin = www_redirect.origin_host(redirect["target"])
+        if origin is not None:  # from-to-www-redirect: the request's scheme and URI on that host
+            redirect["host"] = origin
     hsts = server.tls and policies.settings.tls.hsts.enabled
     return _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
 

@@ -95,6 +95,7 @@ from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
 from platformd.ingress import validate as v
+from platformd.ingress import www_redirect
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
 from platformd.ingress.model import (
@@ -434,6 +435,9 @@ class _Translator:
         primary_ingresses = [p.ing for p in primaries]
         tls_hosts, host_certs, certificates = self._tls(primaries)
         servers = self._servers(hosts, routes, tls_hosts, host_certs)
+        wanted = [host for host, members in hosts.items() if any(i.ann.from_to_www_redirect for i in members)]
+        if wanted:
+            servers += www_redirect.redirect_servers(servers, wanted, certificates, config.settings.tls.redirect_code)
         default_backend, catch_all = self._catch_all(routes, primary_ingresses)
         default_certificate = self.opts.default_ssl_certificate
         configuration = Configuration(

@@ -1,0 +1,101 @@
+"""Traffic annotations (platformd.ingress.traffic, www_redirect): values
+parsed into the model, bad values refused with a message naming the
+annotation. Hostile values for every annotation are in test_annotations.py
+(its table covers every parser)."""
+
+from __future__ import annotations
+
+import pytest
+
+from platformd.ingress import routes
+from platformd.ingress.annotations import PREFIX
+from platformd.ingress.model import RateLimit, Redirect
+from platformd.ingress.traffic import Traffic
+from tests.ingress.test_annotations import SERVICES, loc, served
+from tests.ingress.test_translate_fixtures import ingress, path, rule, server, translate
+
+VALID = [
+    ({"x-forwarded-prefix": "/shop"}, Traffic(forwarded_prefix="/shop")),
+    ({"preserve-trailing-slash": "true"}, Traffic(preserve_trailing_slash=True)),
+    ({"proxy-redirect-from": "http://internal/", "proxy-redirect-to": "https://app.example.com/"},
+     Traffic(proxy_redirect=("http://internal/", "https://app.example.com/"))),
+    ({"proxy-redirect-from": "off", "proxy-redirect-to": "/x"}, Traffic()),
+    ({"proxy-redirect-from": "default"}, Traffic()),
+    ({"proxy-cookie-domain": "localhost example.org"}, Traffic(cookie_domain=("localhost", "example.org"))),
+    ({"proxy-cookie-domain": "off"}, Traffic()),
+    ({"proxy-cookie-path": "/app/ /"}, Traffic(cookie_path=("/app/", "/"))),
+    ({"connection-proxy-header": "keep-alive"}, Traffic(connection_header="keep-alive")),
+    ({"proxy-next-upstream": "error timeout http_502"},
+     Traffic(next_upstream=("error", "http_502", "timeout"))),
+    ({"proxy-next-upstream": "off"}, Traffic(next_upstream=("off",))),
+    ({"proxy-next-upstream-tries": "5", "proxy-next-upstream-timeout": "10"},
+     Traffic(next_upstream_tries=5, next_upstream_timeout=10)),
+    ({"limit-rate": "100", "limit-rate-after": "1000"}, Traffic(limit_rate=102400, limit_rate_after=1024000)),
+    ({"enable-access-log": "false"}, Traffic(access_log=False)),
+    ({"enable-rewrite-log": "true"}, Traffic(rewrite_log=True)),
+]
+
+
+@pytest.mark.parametrize("annotations,expected", VALID, ids=[",".join(a) for a, _ in VALID])
+def test_valid_traffic_annotations(annotations, expected):
+    result = served(annotations)
+    assert result.problems == (), result.problems
+    assert loc(result).traffic == expected
+    routes.payload(result.configuration)  # and it makes a route table
+
+
+def test_rate_limit_annotations():
+    result = served({"limit-rpm": "120", "limit-burst-multiplier": "2", "limit-allowlist": "10.0.0.0/8",
+                     "limit-whitelist": "192.168.1.1"})
+    assert result.problems == ()
+    assert loc(result).rate_limit == RateLimit(rpm=120, burst_multiplier=2,
+                                               allowlist=("10.0.0.0/8", "192.168.1.1/32"))
+    policy = next(iter(routes.payload(result.configuration)["policies"].values()))
+    assert (policy["limit_rpm"], policy["limit_rpm_burst"], policy["limit_allow"]) == (
+        120, 240, ["10.0.0.0/8", "192.168.1.1/32"])
+
+
+INVALID = [
+    ("x-forwarded-prefix", "/a<b>"), ("x-forwarded-prefix", " /lead"), ("x-forwarded-prefix", "/" + "a" * 2000),
+    ("preserve-trailing-slash", "yes please"),
+    ("proxy-redirect-from", "http://a b/"), ("proxy-redirect-to", "<x>"),
+    ("proxy-cookie-domain", "example.org"), ("proxy-cookie-domain", "a b c"), ("proxy-cookie-domain", "a_b c"),
+    ("proxy-cookie-path", "/a"), ("proxy-cookie-path", "/a <b>"),
+    ("connection-proxy-header", "up<grade"),
+    ("proxy-next-upstream", "error bogus"), ("proxy-next-upstream", "off timeout"), ("proxy-next-upstream", ""),
+    ("proxy-next-upstream-tries", "-1"), ("proxy-next-upstream-tries", "1001"),
+    ("proxy-next-upstream-timeout", "10s"), ("limit-rate", "1k"), ("limit-rate-after", "-5"),
+    ("enable-access-log", "maybe"), ("enable-rewrite-log", "2"),
+    ("limit-rpm", "ten"), ("limit-burst-multiplier", "0"), ("limit-allowlist", "10.0.0.0/33"),
+    ("limit-whitelist", "example.com"), ("from-to-www-redirect", "yes"),
+]
+
+
+@pytest.mark.parametrize("name,value", INVALID, ids=[f"{n}={v[:30]!r}" for n, v in INVALID])
+def test_invalid_values_are_refused_and_only_that_ingress_is_left_out(name, value):
+    bad = ingress("bad", rules=[rule("bad.example.com", path("/"))], annotations={name: value})
+    good = ingress("good", rules=[rule("good.example.com", path("/"))])
+    result = translate(bad, good, *SERVICES)
+    assert [(p.name, p.reason) for p in result.problems] == [("bad", "InvalidAnnotation")]
+    assert PREFIX + name in result.problems[0].message
+    assert [s.hostname for s in result.configuration.servers] == ["good.example.com"]
+
+
+def test_from_to_www_redirect_adds_the_other_name_unless_served():
+    www = ingress("www", rules=[rule("example.com", path("/"))],
+                  annotations={"from-to-www-redirect": "true"})
+    result = translate(www, *SERVICES)
+    redirect = server(result, "www.example.com")
+    assert redirect.redirect == Redirect("http://example.com", 308) and redirect.locations == ()
+    host = routes.payload(result.configuration)["hosts"]["www.example.com"]
+    assert host["redirect"] == {"code": 308, "target": "http://example.com", "host": "example.com"}
+    # The reverse, for a www host.
+    back = ingress("back", rules=[rule("www.shop.example", path("/"))],
+                   annotations={"from-to-www-redirect": "true"})
+    result = translate(back, *SERVICES)
+    assert server(result, "shop.example").redirect == Redirect("http://www.shop.example", 308)
+    # A name another Ingress serves stays its own.
+    other = ingress("other", rules=[rule("www.example.com", path("/"))])
+    result = translate(www, other, *SERVICES)
+    assert server(result, "www.example.com").redirect is None
+    assert result.problems == ()

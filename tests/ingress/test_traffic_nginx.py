@@ -1,0 +1,193 @@
+"""Traffic settings (platformd.ingress.traffic, lua/traffic.lua) through a
+real nginx with real backends; every change is applied without a reload.
+
+Fixtures: tests/ingress/conftest.py (``dataplane``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import pytest
+
+from platformd.ingress.model import Backend, Configuration, Endpoint, Location, RateLimit, Server
+from platformd.ingress.traffic import Traffic
+from tests.helpers.scripted_backend import ScriptedBackend
+from tests.helpers.waiting import wait_for
+
+HOST = "app.example"
+
+
+@pytest.fixture
+def scripted():
+    started: list[ScriptedBackend] = []
+
+    def make(count: int = 1) -> list[ScriptedBackend]:
+        made = [ScriptedBackend(f"s{len(started) + i}") for i in range(count)]
+        started.extend(made)
+        return made
+
+    yield make
+    for backend in started:
+        backend.stop()
+
+
+def reloads(dataplane) -> float:
+    return dataplane.registry.get_sample_value("nginx_ingress_controller_success")
+
+
+def apply(dataplane, *locations: Location, endpoints: dict[str, tuple[Endpoint, ...]], tls: bool = False) -> None:
+    config = Configuration(
+        servers=(Server(HOST, locations=locations, tls=tls),),
+        backends=tuple(Backend(name, endpoints=eps) for name, eps in sorted(endpoints.items())),
+    )
+    result = dataplane.apply(config)
+    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
+
+
+def dead_endpoint() -> Endpoint:
+    """An address nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return Endpoint("127.0.0.1", sock.getsockname()[1])
+
+
+def seen_headers(response: httpx.Response) -> dict[str, str]:
+    assert response.status_code == 200, response.text
+    return json.loads(response.text)["headers"]
+
+
+def test_request_headers_and_response_rewrites(dataplane, scripted):
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint,)}
+    apply(dataplane, Location("/", backend="web"), endpoints=eps)
+    start = reloads(dataplane)
+    plain = seen_headers(dataplane.get("/x", host=HOST))
+    assert "x-forwarded-prefix" not in plain
+    assert "connection" not in plain  # keep-alive upstream: no Connection header
+    r = dataplane.get("/redirect", host=HOST)
+    assert r.headers["location"] == "http://internal.example:8080/app/next"
+
+    traffic = Traffic(forwarded_prefix="/shop", connection_header="keep-alive",
+                      proxy_redirect=("http://internal.example:8080/app/", "https://app.example/"),
+                      cookie_domain=("internal.example", "app.example"), cookie_path=("/app", "/"))
+    apply(dataplane, Location("/", backend="web", traffic=traffic), endpoints=eps)
+    headers = seen_headers(dataplane.get("/x", host=HOST))
+    assert headers["x-forwarded-prefix"] == "/shop"
+    assert headers["connection"] == "keep-alive"
+    r = dataplane.get("/redirect", host=HOST)
+    assert r.status_code == 302
+    assert r.headers["location"] == "https://app.example/next"
+    assert r.headers["set-cookie"] == "s=1; Domain=app.example; Path=/"
+    assert reloads(dataplane) == start
+
+
+def test_next_upstream_tries(dataplane, scripted):
+    """One live and one dead endpoint, round robin: the default (3 tries)
+    retries the dead one's connection error on the live one; tries 1 and
+    proxy-next-upstream off answer 502 for the requests sent to the dead one."""
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint, dead_endpoint())}
+    # A lane route (its own settings) and the fast path both retry by default.
+    apply(dataplane, Location("/", backend="web"), Location("/lane", backend="web", traffic=Traffic(forwarded_prefix="/p")),
+          endpoints=eps)
+    start = reloads(dataplane)
+    assert [dataplane.get("/", host=HOST).status_code for _ in range(6)] == [200] * 6
+    assert [dataplane.get("/lane", host=HOST).status_code for _ in range(6)] == [200] * 6
+    for traffic in (Traffic(next_upstream_tries=1), Traffic(next_upstream=("off",))):
+        apply(dataplane, Location("/", backend="web", traffic=traffic), endpoints=eps)
+        before = b.hits
+        statuses = [dataplane.get("/", host=HOST).status_code for _ in range(6)]
+        assert sorted(statuses) == [200, 200, 200, 502, 502, 502], (traffic, statuses)
+        assert b.hits - before == 3  # a failed attempt was not retried on the live endpoint
+    assert reloads(dataplane) == start
+
+
+def test_limit_rate_throttles_after_the_free_bytes(dataplane, scripted):
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint,)}
+    # 64 KiB answer; the first 32 KiB free, then 16 KiB/s: about 2 s for the rest.
+    apply(dataplane, Location("/", backend="web", traffic=Traffic(limit_rate=16 * 1024, limit_rate_after=32 * 1024)),
+          Location("/free", backend="web"), endpoints=eps)
+    started = time.monotonic()
+    r = dataplane.get("/bytes/65536", host=HOST)
+    throttled = time.monotonic() - started
+    assert r.status_code == 200 and len(r.content) == 65536
+    started = time.monotonic()
+    r = dataplane.get("/free/bytes/65536", host=HOST)
+    free = time.monotonic() - started
+    assert len(r.content) == 65536
+    # Loosely: 32 KiB at 16 KiB/s is 2 s; nginx may send up to one second's worth early.
+    assert throttled >= 0.9, throttled
+    assert free < throttled / 2, (free, throttled)
+
+
+def test_limit_rpm_burst_and_allowlist(dataplane, scripted):
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint,)}
+    apply(dataplane, Location("/", backend="web", rate_limit=RateLimit(rpm=2, burst_multiplier=1)), endpoints=eps)
+    start = reloads(dataplane)
+    statuses = [dataplane.get("/", host=HOST).status_code for _ in range(5)]
+    # One at once plus a burst of rpm x multiplier = 2, then refused (503, nginx's limit_req default).
+    assert statuses == [200, 200, 200, 503, 503]
+    apply(dataplane, Location("/", backend="web", rate_limit=RateLimit(rpm=2, burst_multiplier=1,
+                                                                      allowlist=("127.0.0.0/8",))),
+          endpoints=eps)
+    assert [dataplane.get("/", host=HOST).status_code for _ in range(5)] == [200] * 5
+    assert reloads(dataplane) == start
+
+
+def test_preserve_trailing_slash_on_https_redirect(dataplane, scripted):
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint,)}
+    apply(dataplane, Location("/", backend="web", ssl_redirect=True), endpoints=eps, tls=True)
+    r = dataplane.get("/dir/", host=HOST)
+    assert (r.status_code, r.headers["location"]) == (308, f"https://{HOST}:{dataplane.https_port}/dir")
+    apply(dataplane, Location("/", backend="web", ssl_redirect=True, traffic=Traffic(preserve_trailing_slash=True)),
+          endpoints=eps, tls=True)
+    r = dataplane.get("/dir/", host=HOST)
+    assert (r.status_code, r.headers["location"]) == (308, f"https://{HOST}:{dataplane.https_port}/dir/")
+
+
+def test_access_log_off_and_rewrite_log(dataplane, scripted, capfd):
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint,)}
+    apply(dataplane,
+          Location("/quiet", backend="web", traffic=Traffic(access_log=False)),
+          Location("/loud", backend="web", traffic=Traffic(forwarded_prefix="/l")),
+          Location("/old", backend="web", rewrite_target="/new", traffic=Traffic(rewrite_log=True)),
+          endpoints=eps)
+    assert dataplane.get("/quiet/marker-one", host=HOST).status_code == 200
+    assert dataplane.get("/loud/marker-two", host=HOST).status_code == 200
+    seen = []
+
+    def logged() -> bool:
+        seen.append(capfd.readouterr().out)
+        return "marker-two" in "".join(seen)
+
+    wait_for(logged, timeout=10, message="the access log line of /loud")
+    assert "marker-one" not in "".join(seen)
+    assert dataplane.get("/old", host=HOST).status_code == 200
+    wait_for(lambda: 'rewritten "/old" to "/new"' in dataplane.error_log(), timeout=10,
+             message="the rewrite log line")
+
+
+def test_from_to_www_redirect_both_ways(dataplane, scripted):
+    from platformd.ingress import www_redirect
+
+    (b,) = scripted(1)
+    servers = [Server("shop.example", locations=(Location("/", backend="web"),)),
+               Server("www.blog.example", locations=(Location("/", backend="web"),))]
+    servers += www_redirect.redirect_servers(servers, ["shop.example", "www.blog.example"], (), 308)
+    assert sorted(s.hostname for s in servers) == ["blog.example", "shop.example", "www.blog.example",
+                                                   "www.shop.example"]
+    result = dataplane.apply(Configuration(servers=tuple(servers), backends=(Backend("web", endpoints=(b.endpoint,)),)))
+    assert result.ok, result.error
+    r = dataplane.get("/a/b?c=1", host="www.shop.example")
+    assert (r.status_code, r.headers["location"]) == (308, "http://shop.example/a/b?c=1")
+    r = dataplane.get("/x", host="blog.example", https=True)
+    assert (r.status_code, r.headers["location"]) == (308, "https://www.blog.example/x")
+    assert dataplane.get("/", host="shop.example").status_code == 200
