@@ -353,7 +353,8 @@ def _proxy(r: _Reader) -> ProxySettings:
                 read=r.get("proxy-read-timeout"),
             ),
             body_size=r.get("proxy-body-size"),
-            buffering=r.get("proxy-buffering"),
+            # nginx throttles ($limit_rate) only what it buffers: limit-rate turns buffering on.
+            buffering=r.get("proxy-buffering", True if r.get("limit-rate", 0) else None),
             upstream_vhost=r.get("upstream-vhost", ""),
         ),
     )

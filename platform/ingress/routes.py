@@ -49,6 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import lanes
 from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
 from platformd.ingress import www_redirect
@@ -65,10 +66,6 @@ from platformd.ingress.model import (
 
 __all__ = ["SHARDS", "RouteTable", "payload", "shard_of"]
 
-_LANES = {
-    BackendProtocol.GRPC: "@platform_grpc",
-    BackendProtocol.GRPCS: "@platform_grpcs",
-}
 _UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 
 
@@ -115,11 +112,10 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
                 proxy.timeouts.send or settings.timeouts.send,
                 proxy.timeouts.read or settings.timeouts.read]
     buffering = settings.buffering if proxy.buffering is None else proxy.buffering
-    # nginx throttles ($limit_rate) only what it buffers: limit-rate needs buffering.
-    buffering = buffering or loc.traffic.limit_rate > 0
     body_size = size_bytes(proxy.body_size or settings.body_size)
     limit = loc.rate_limit
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
+            and not loc.lane_directives
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
             and not limit.connections and loc.cors is None and loc.traffic == traffic_mod.DEFAULT)
@@ -129,7 +125,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
                     "target": v.redirect_target("redirect.target", loc.redirect.target)}
     return {
         "fast": fast,
-        "lane": _LANES.get(proxy.protocol, "@platform_proxy_" + ("on" if buffering else "off")),
+        "lane": (lanes.lane_name(lanes.base_lane(loc, settings), loc.lane_directives) if loc.lane_directives
+                 else lanes.base_lane(loc, settings)),
         "scheme": "https" if proxy.protocol is BackendProtocol.HTTPS else "http",
         "body_size": body_size,
         "timeouts": timeouts,
@@ -181,7 +178,7 @@ class _Policies:
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
-               loc.traffic)
+               loc.lane_directives, loc.traffic)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)

@@ -31,6 +31,7 @@ VALID = [
     ({"proxy-next-upstream-tries": "5", "proxy-next-upstream-timeout": "10"},
      Traffic(next_upstream_tries=5, next_upstream_timeout=10)),
     ({"limit-rate": "100", "limit-rate-after": "1000"}, Traffic(limit_rate=102400, limit_rate_after=1024000)),
+
     ({"enable-access-log": "false"}, Traffic(access_log=False)),
     ({"enable-rewrite-log": "true"}, Traffic(rewrite_log=True)),
 ]
@@ -42,6 +43,12 @@ def test_valid_traffic_annotations(annotations, expected):
     assert result.problems == (), result.problems
     assert loc(result).traffic == expected
     routes.payload(result.configuration)  # and it makes a route table
+
+
+def test_limit_rate_turns_buffering_on_unless_set():
+    assert loc(served({"limit-rate": "100"})).proxy.buffering is True
+    assert loc(served({"limit-rate": "100", "proxy-buffering": "off"})).proxy.buffering is False
+    assert loc(served({"limit-rate": "0"})).proxy.buffering is None
 
 
 def test_rate_limit_annotations():
