@@ -93,6 +93,8 @@ class Annotations:
     # per path: retries, response rewriting, bandwidth, logs (platformd.ingress.traffic)
     traffic: traffic_mod.Traffic = traffic_mod.Traffic()
     from_to_www_redirect: bool = False  # per host
+    # per path: settings only a directive applies (Location.lane_directives)
+    traffic_directives: tuple[tuple[str, str], ...] = ()
 
     @property
     def regex_paths(self) -> bool:
@@ -267,6 +269,12 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "limit-burst-multiplier": _int(1, 1000),
     "limit-allowlist": _list(v.cidr),
     "limit-whitelist": _list(v.cidr),
+    "proxy-http-version": _choice("1.0", "1.1"),
+    "proxy-request-buffering": _on_off,
+    "client-body-buffer-size": _checked(traffic_mod.buffer_size),
+    "proxy-buffer-size": _checked(traffic_mod.buffer_size),
+    "proxy-buffers-number": _int(3, 1024),
+    "proxy-max-temp-file-size": _checked(traffic_mod.temp_file_size),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -449,6 +457,24 @@ def _traffic(r: _Reader) -> traffic_mod.Traffic:
     return made or traffic_mod.Traffic()
 
 
+def _traffic_directives(r: _Reader) -> tuple[tuple[str, str], ...]:
+    made = r.build(
+        ("proxy-max-temp-file-size", "proxy-buffers-number", "proxy-buffer-size", "client-body-buffer-size",
+         "proxy-request-buffering", "proxy-http-version", "proxy-next-upstream", "proxy-next-upstream-timeout"),
+        lambda: traffic_mod.ProxyDirectives(
+            http_version=r.get("proxy-http-version"),
+            request_buffering=r.get("proxy-request-buffering"),
+            client_body_buffer_size=r.get("client-body-buffer-size"),
+            buffer_size=r.get("proxy-buffer-size"),
+            buffers_number=r.get("proxy-buffers-number"),
+            max_temp_file_size=r.get("proxy-max-temp-file-size"),
+            next_upstream=r.get("proxy-next-upstream", traffic_mod.DEFAULT_NEXT_UPSTREAM),
+            next_upstream_timeout=r.get("proxy-next-upstream-timeout", 0),
+        ),
+    )
+    return made.pairs() if made is not None else ()
+
+
 def _rate_limit(r: _Reader) -> RateLimit:
     allow = tuple(r.get("limit-whitelist", ())) + tuple(r.get("limit-allowlist", ()))
     return r.build(
@@ -519,6 +545,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         traffic_shaping=_traffic_shaping(r),
         traffic=_traffic(r),
         from_to_www_redirect=r.get("from-to-www-redirect", False),
+        traffic_directives=_traffic_directives(r),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

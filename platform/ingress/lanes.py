@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from platformd.ingress import traffic
 from platformd.ingress import validate as v
 from platformd.ingress.model import BackendProtocol, Configuration, GlobalSettings, Location, Server
 
@@ -101,6 +102,8 @@ DIRECTIVES: dict[str, Callable[[str, str], str]] = {
     "proxy_ssl_certificate": _pem,
     "proxy_ssl_certificate_key": _pem,
 }
+# proxy-next-upstream's conditions and timeout (platformd.ingress.traffic).
+DIRECTIVES.update(traffic.LANE_DIRECTIVES)
 
 # Their value is file content; nginx.conf names a file holding it.
 FILE_DIRECTIVES = frozenset({"proxy_ssl_trusted_certificate", "proxy_ssl_certificate", "proxy_ssl_certificate_key"})

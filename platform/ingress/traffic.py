@@ -183,3 +183,98 @@ def policy(traffic: Traffic) -> dict[str, Any] | None:
     if traffic.rewrite_log:
         out["rewrite_log"] = True
     return out or None
+
+
+# --- settings only a directive applies (platformd.ingress.lanes) -----------------
+
+_MAX_BUFFER = 64 * 1024 * 1024
+_SIZE_UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def _bytes(text: str) -> int:
+    return int(text[:-1]) * _SIZE_UNITS[text[-1]] if text[-1] in _SIZE_UNITS else int(text)
+
+
+def buffer_size(field: str, text: str) -> str:
+    """An nginx size for a buffer: at least 1k... at most 64m."""
+    text = v.size(field, text.strip())
+    if not 1024 <= _bytes(text) <= _MAX_BUFFER:
+        raise v.ValidationError(field, text, "must be a size from 1k to 64m")
+    return text
+
+
+def temp_file_size(field: str, text: str) -> str:
+    return v.size(field, text.strip())
+
+
+def _seconds(field: str, value: int) -> str:
+    return f"{value}s"
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyDirectives:
+    """proxy-http-version, proxy-request-buffering, client-body-buffer-size,
+    proxy-buffer-size, proxy-buffers-number, proxy-max-temp-file-size and
+    proxy-next-upstream's conditions and timeout: nginx directives that take
+    no variables, so they travel as ``Location.lane_directives``. None: not set."""
+
+    http_version: str | None = None
+    request_buffering: bool | None = None
+    client_body_buffer_size: str | None = None
+    buffer_size: str | None = None
+    buffers_number: int | None = None
+    max_temp_file_size: str | None = None
+    next_upstream: tuple[str, ...] = DEFAULT_NEXT_UPSTREAM
+    next_upstream_timeout: int = 0
+
+    def __post_init__(self) -> None:
+        if self.buffers_number is not None and not 3 <= self.buffers_number <= 1024:
+            # nginx -t: busy buffers (at least one buffer) must be less than all buffers minus one.
+            raise v.ValidationError("proxy_buffers", self.buffers_number, "must be from 3 to 1024")
+        if self.max_temp_file_size is not None:
+            size = _bytes(self.max_temp_file_size)
+            smallest = _bytes(self.buffer_size or "4k")
+            if size and size < smallest:
+                raise v.ValidationError("proxy_max_temp_file_size", self.max_temp_file_size,
+                                        f"must be 0 or at least the buffer size ({self.buffer_size or '4k'})")
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """The (directive, value) pairs these settings need; () for none."""
+        out: list[tuple[str, str]] = []
+        if self.http_version is not None and self.http_version != "1.1":  # the lanes' own value
+            out.append(("proxy_http_version", self.http_version))
+        if self.request_buffering is False:  # nginx's default is on
+            out.append(("proxy_request_buffering", "off"))
+        if self.client_body_buffer_size is not None:
+            out.append(("client_body_buffer_size", self.client_body_buffer_size))
+        if self.buffer_size is not None or self.buffers_number is not None:
+            # As ingress-nginx renders them: N buffers of the buffer size (4 x 4k
+            # by default), and busy buffers of one buffer so nginx -t accepts any N >= 3.
+            size = self.buffer_size or "4k"
+            out += [("proxy_buffer_size", size), ("proxy_buffers", f"{self.buffers_number or 4} {size}"),
+                    ("proxy_busy_buffers_size", size)]
+        if self.max_temp_file_size is not None:
+            out.append(("proxy_max_temp_file_size", self.max_temp_file_size))
+        if self.next_upstream != DEFAULT_NEXT_UPSTREAM and self.next_upstream != ("off",):
+            out.append(("proxy_next_upstream", " ".join(self.next_upstream)))
+        if self.next_upstream_timeout:
+            out.append(("proxy_next_upstream_timeout", _seconds("proxy_next_upstream_timeout",
+                                                                self.next_upstream_timeout)))
+        return tuple(sorted(out))
+
+
+def _next_upstream_directive(field: str, text: str) -> str:
+    return " ".join(next_upstream(field, text))
+
+
+def _timeout_directive(field: str, text: str) -> str:
+    if not re.fullmatch(r"[0-9]{1,5}s", text) or int(text[:-1]) > 86400:
+        raise v.ValidationError(field, text, "must be seconds like 10s (at most 86400s)")
+    return text
+
+
+# For lanes.DIRECTIVES (each a directive these settings need).
+LANE_DIRECTIVES = {
+    "proxy_next_upstream": _next_upstream_directive,
+    "proxy_next_upstream_timeout": _timeout_directive,
+}

@@ -883,6 +883,7 @@ class _Translator:
             redirect=ann.redirect,
             ssl_redirect=ssl_redirect,
             traffic=ann.traffic,
+            lane_directives=ann.traffic_directives,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -975,5 +976,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors", "traffic")
+                     "rate_limit", "cors", "traffic", "traffic_directives")
     )

@@ -7,6 +7,8 @@
 * anything else: 200 and a JSON body ``{"name", "path", "version",
   "method", "headers": {lower-case name: value}}``.
 
+``fail_with`` set: that status for every path.
+
 Every answer carries ``X-Backend: <name>``; ``hits`` counts requests and
 ``seen`` keeps (method, path, headers) of each.
 """
@@ -34,7 +36,9 @@ class _Handler(BaseHTTPRequestHandler):
             backend.hits += 1
             backend.seen.append((self.command, self.path, headers, self.request_version))
         status, extra, body = 200, [], b""
-        if self.path.startswith("/status/"):
+        if backend.fail_with is not None:
+            status, body = backend.fail_with, f"{backend.name} {backend.fail_with}".encode()
+        elif self.path.startswith("/status/"):
             status = int(self.path.split("/")[2])
             body = f"{backend.name} {status}".encode()
         elif self.path == "/redirect":
@@ -70,6 +74,7 @@ class ScriptedBackend:
     def __init__(self, name: str) -> None:
         self.name = name
         self.hits = 0
+        self.fail_with: int | None = None  # answer this status to everything
         self.seen: list[tuple[str, str, dict[str, str], str]] = []
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)

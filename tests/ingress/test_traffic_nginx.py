@@ -193,3 +193,86 @@ def test_from_to_www_redirect_both_ways(dataplane, scripted):
     r = dataplane.get("/x", host="blog.example", https=True)
     assert (r.status_code, r.headers["location"]) == (308, "https://www.blog.example/x")
     assert dataplane.get("/", host="shop.example").status_code == 200
+
+
+def lane_location(path: str, *pairs: tuple[str, str], traffic: Traffic = Traffic()) -> Location:
+    return Location(path, backend="web", lane_directives=pairs, traffic=traffic)
+
+
+def test_directive_settings_through_generated_lanes(dataplane, scripted):
+    """proxy-http-version 1.0 reaches the backend as HTTP/1.0; a buffer set
+    nginx -t accepts; a reload only when a directive set first appears."""
+    from platformd.ingress.annotations import PREFIX, parse
+
+    def pairs(**annotations: str) -> tuple[tuple[str, str], ...]:
+        parsed = parse({PREFIX + k.replace("_", "-"): val for k, val in annotations.items()})
+        assert parsed.errors == ()
+        return parsed.annotations.traffic_directives
+
+    (b,) = scripted(1)
+    eps = {"web": (b.endpoint,)}
+    apply(dataplane, Location("/", backend="web"), endpoints=eps)
+    start = reloads(dataplane)
+    assert json.loads(dataplane.get("/", host=HOST).text)["version"] == "HTTP/1.1"
+    old = pairs(proxy_http_version="1.0")
+    buffers = pairs(proxy_buffer_size="16k", proxy_buffers_number="3", proxy_max_temp_file_size="0",
+                    client_body_buffer_size="64k", proxy_request_buffering="off")
+    apply(dataplane, Location("/", backend="web"), lane_location("/old", *old), lane_location("/buf", *buffers),
+          endpoints=eps)
+    assert reloads(dataplane) == start + 1  # two new sets, one reload
+    assert json.loads(dataplane.get("/old", host=HOST).text)["version"] == "HTTP/1.0"
+    assert json.loads(dataplane.get("/", host=HOST).text)["version"] == "HTTP/1.1"
+    r = dataplane.plane and httpx.post(dataplane.http_url + "/buf/bytes/100000", headers={"Host": HOST},
+                                       content=b"y" * 200_000)
+    assert r.status_code == 200 and len(r.content) == 100_000
+    # The same sets on other paths: no reload.
+    apply(dataplane, Location("/", backend="web"), lane_location("/old", *old), lane_location("/buf", *buffers),
+          lane_location("/again", *old), endpoints=eps)
+    assert json.loads(dataplane.get("/again", host=HOST).text)["version"] == "HTTP/1.0"
+    assert reloads(dataplane) == start + 1
+
+
+def test_next_upstream_on_502_only_when_configured_and_tries_counted(dataplane, scripted):
+    """Three endpoints answering 502 for /status/502 and one more live: with
+    proxy-next-upstream "error timeout http_502" a 502 is retried on the
+    next endpoint; without http_502 it is the answer; tries bound the attempts."""
+    from platformd.ingress.annotations import PREFIX, parse
+
+    bs = scripted(3)
+    eps = {"web": tuple(b.endpoint for b in bs)}
+
+    def location(**annotations: str) -> Location:
+        parsed = parse({PREFIX + k.replace("_", "-"): val for k, val in annotations.items()})
+        assert parsed.errors == ()
+        ann = parsed.annotations
+        return Location("/", backend="web", traffic=ann.traffic, lane_directives=ann.traffic_directives)
+
+    def attempts() -> int:
+        return sum(b.hits for b in bs)
+
+    apply(dataplane, location(), endpoints=eps)
+    before = attempts()
+    assert dataplane.get("/status/502", host=HOST).status_code == 502
+    assert attempts() - before == 1  # the default conditions: a 502 is an answer
+    apply(dataplane, location(proxy_next_upstream="error timeout http_502"), endpoints=eps)
+    before = attempts()
+    assert dataplane.get("/status/502", host=HOST).status_code == 502
+    assert attempts() - before == 3  # default tries: 3, each on another endpoint
+    before = attempts()
+    assert dataplane.get("/status/404", host=HOST).status_code == 404
+    assert attempts() - before == 1  # http_404 not listed
+    apply(dataplane, location(proxy_next_upstream="error timeout http_502", proxy_next_upstream_tries="2"),
+          endpoints=eps)
+    before = attempts()
+    assert dataplane.get("/status/502", host=HOST).status_code == 502
+    assert attempts() - before == 2
+    # A live endpoint beside a failing one: every request ends on the live one.
+    good = scripted(1)[0]
+    bs[0].fail_with = 502
+    eps = {"web": (bs[0].endpoint, good.endpoint)}
+    apply(dataplane, location(proxy_next_upstream="error timeout http_502"), endpoints=eps)
+    before = bs[0].hits
+    assert [dataplane.get("/", host=HOST).status_code for _ in range(4)] == [200] * 4
+    assert bs[0].hits - before == 2  # round robin sent half of the first attempts there
+    apply(dataplane, location(), endpoints=eps)
+    assert sorted(dataplane.get("/", host=HOST).status_code for _ in range(4)) == [200, 200, 502, 502]
