@@ -44,6 +44,7 @@ function M.compile(t)
     limit_rate_after = type(t.limit_rate_after) == "number" and t.limit_rate_after or 0,
     no_access_log = t.access_log == false,
     rewrite_log = t.rewrite_log == true,
+    errors = type(t.errors) == "table" and t.errors or nil,
   }
   c.redirect_from, c.redirect_to = pair(t.proxy_redirect)
   c.cookie_domain_from, c.cookie_domain_to = pair(t.cookie_domain)
@@ -95,6 +96,18 @@ function M.check(t, path, fail, null)
   check_count(t.retries, path .. ".retries", fail)
   check_count(t.limit_rate, path .. ".limit_rate", fail)
   check_count(t.limit_rate_after, path .. ".limit_rate_after", fail)
+  local errors = t.errors
+  if errors ~= nil and errors ~= null then
+    if type(errors) ~= "table" then
+      fail(path .. ".errors", "must be an object")
+    end
+    for _, field in ipairs({ "backend", "namespace", "ingress", "service", "port" }) do
+      local value = errors[field]
+      if type(value) ~= "string" or value == "" or #value > 253 or not value:match("^[%w%.%-_]+$") then
+        fail(path .. ".errors." .. field, "must be a name")
+      end
+    end
+  end
 end
 
 --- The URI an HTTPS redirect sends to: ingress-nginx drops one trailing "/"
@@ -136,6 +149,9 @@ function M.apply(t, rewritten)
   end
   if t.retries ~= nil then
     ngx.ctx.platform_retries = t.retries
+  end
+  if t.errors ~= nil then
+    require("custom_errors").remember(t.errors)
   end
   if t.rewrite_log and rewritten then
     -- nginx's rewrite_log says what a rewrite did, at notice level.

@@ -45,6 +45,7 @@ from platformd.ingress.model import (
     Timeouts,
     TrafficShapingPolicy,
 )
+from platformd.ingress import custom_errors
 from platformd.ingress import traffic as traffic_mod
 
 __all__ = ["PREFIX", "AnnotationError", "Annotations", "Parsed", "parse"]
@@ -95,6 +96,7 @@ class Annotations:
     from_to_www_redirect: bool = False  # per host
     # per path: settings only a directive applies (Location.lane_directives)
     traffic_directives: tuple[tuple[str, str], ...] = ()
+    custom_http_errors: tuple[int, ...] = ()  # platformd.ingress.custom_errors
 
     @property
     def regex_paths(self) -> bool:
@@ -275,6 +277,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "proxy-buffer-size": _checked(traffic_mod.buffer_size),
     "proxy-buffers-number": _int(3, 1024),
     "proxy-max-temp-file-size": _checked(traffic_mod.temp_file_size),
+    "custom-http-errors": _list(custom_errors.error_code),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -546,6 +549,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         traffic=_traffic(r),
         from_to_www_redirect=r.get("from-to-www-redirect", False),
         traffic_directives=_traffic_directives(r),
+        custom_http_errors=tuple(sorted(set(r.get("custom-http-errors", ())))),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

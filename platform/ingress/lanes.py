@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from platformd.ingress import traffic
+from platformd.ingress import custom_errors, traffic
 from platformd.ingress import validate as v
 from platformd.ingress.model import BackendProtocol, Configuration, GlobalSettings, Location, Server
 
@@ -104,6 +104,8 @@ DIRECTIVES: dict[str, Callable[[str, str], str]] = {
 }
 # proxy-next-upstream's conditions and timeout (platformd.ingress.traffic).
 DIRECTIVES.update(traffic.LANE_DIRECTIVES)
+# custom-http-errors (platformd.ingress.custom_errors).
+DIRECTIVES.update(custom_errors.LANE_DIRECTIVES)
 
 # Their value is file content; nginx.conf names a file holding it.
 FILE_DIRECTIVES = frozenset({"proxy_ssl_trusted_certificate", "proxy_ssl_certificate", "proxy_ssl_certificate_key"})

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from platformd.ingress import validate as v
+from platformd.ingress.custom_errors import CustomErrors
+from platformd.ingress import custom_errors
 
 __all__ = ["Traffic", "cookie_rewrite", "header_text", "policy", "redirect_prefix"]
 
@@ -119,6 +121,7 @@ class Traffic:
     limit_rate_after: int = 0  # bytes
     access_log: bool = True
     rewrite_log: bool = False
+    errors: CustomErrors | None = None  # custom-http-errors (its lane directives come with it)
 
     def __post_init__(self) -> None:
         if self.forwarded_prefix:
@@ -182,6 +185,8 @@ def policy(traffic: Traffic) -> dict[str, Any] | None:
         out["access_log"] = False
     if traffic.rewrite_log:
         out["rewrite_log"] = True
+    if traffic.errors is not None:
+        out["errors"] = custom_errors.policy(traffic.errors)
     return out or None
 
 

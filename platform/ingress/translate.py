@@ -86,7 +86,7 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
@@ -96,6 +96,7 @@ from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
 from platformd.ingress import validate as v
 from platformd.ingress import www_redirect
+from platformd.ingress import custom_errors
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
 from platformd.ingress.model import (
@@ -604,6 +605,8 @@ class _Translator:
                         default_backend: str | None) -> tuple[Backend, ...]:
         used = {loc.backend for server in servers for loc in server.locations}
         used.update(loc.backend for loc in catch_all)
+        used.update(loc.traffic.errors.backend for locs in (*(s.locations for s in servers), catch_all)
+                    for loc in locs if loc.traffic.errors is not None)  # custom-http-errors
         used.discard(None)
         if default_backend:
             used.add(default_backend)
@@ -861,10 +864,29 @@ class _Translator:
         ann = route.ing.ann
         backend = None if ann.redirect is not None else self._route_backend(route)
         try:
-            return self._annotated(ann, route.path, route.match, backend, is_tls)
+            location = self._annotated(ann, route.path, route.match, backend, is_tls)
+            if ann.custom_http_errors and location.backend is not None:
+                location = self._with_custom_errors(route, location)
+            return location
         except v.ValidationError as exc:
             self.problems.append(route.ing.problem("InvalidPath", f"{route.describe()}: {exc}; the path is ignored"))
             return None
+
+    def _with_custom_errors(self, route: _Route, location: Location) -> Location:
+        """``location`` with custom-http-errors (platformd.ingress.custom_errors)."""
+        ing = route.ing
+        backend = (self._annotation_default_backend(ing) if ing.ann.default_backend
+                   else self._option_default_backend())
+        if backend is None:
+            self.problems.append(ing.problem(
+                "CustomErrorsWithoutBackend", "custom-http-errors needs a default-backend annotation or "
+                "--default-backend-service; served without custom error pages"))
+            return location
+        errors = custom_errors.CustomErrors(ing.ann.custom_http_errors, backend, ing.namespace, ing.name,
+                                            route.service.name, str(route.service.port))
+        return self.reuse.get(("custom-errors", id(location), errors), location, lambda: replace(
+            location, traffic=replace(location.traffic, errors=errors),
+            lane_directives=location.lane_directives + custom_errors.lane_pairs(errors.codes)))
 
     def _annotated(self, ann: ann_mod.Annotations, path: str, match: PathMatch, backend: str | None,
                    is_tls: bool) -> Location:

@@ -106,3 +106,30 @@ def test_from_to_www_redirect_adds_the_other_name_unless_served():
     result = translate(www, other, *SERVICES)
     assert server(result, "www.example.com").redirect is None
     assert result.problems == ()
+
+
+def test_custom_http_errors_with_the_default_backend_annotation():
+    from platformd.ingress.custom_errors import CustomErrors
+
+    result = served({"custom-http-errors": "503, 404,404", "default-backend": "other"})
+    assert result.problems == ()
+    location = loc(result)
+    assert location.traffic.errors == CustomErrors((404, 503), "default.other.80", "default", "app", "web", "80")
+    assert ("error_page", "404 503 = @platform_custom_error") in location.lane_directives
+    assert ("proxy_intercept_errors", "on") in location.lane_directives
+    assert result.configuration.backend("default.other.80") is not None
+    # The option's default backend when the Ingress names none.
+    result = served({"custom-http-errors": "404"}, default_backend_service="default/api")
+    assert loc(result).traffic.errors.backend == "default.api.80"
+
+
+def test_custom_http_errors_without_an_error_backend_is_a_problem_and_served_plainly():
+    result = served({"custom-http-errors": "404"})
+    assert [p.reason for p in result.problems] == ["CustomErrorsWithoutBackend"]
+    assert loc(result).traffic.errors is None and loc(result).lane_directives == ()
+
+
+@pytest.mark.parametrize("value", ["99", "600", "404;", "4o4", "200", ""])
+def test_custom_http_errors_refuses_codes_error_page_cannot_take(value):
+    result = served({"custom-http-errors": value, "default-backend": "other"})
+    assert [p.reason for p in result.problems] == ["InvalidAnnotation"]

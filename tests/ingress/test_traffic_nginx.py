@@ -276,3 +276,36 @@ def test_next_upstream_on_502_only_when_configured_and_tries_counted(dataplane, 
     assert bs[0].hits - before == 2  # round robin sent half of the first attempts there
     apply(dataplane, location(), endpoints=eps)
     assert sorted(dataplane.get("/", host=HOST).status_code for _ in range(4)) == [200, 200, 502, 502]
+
+
+def test_custom_http_errors_served_by_the_error_backend(dataplane, scripted):
+    """A listed code is answered by the error backend, with ingress-nginx's
+    headers; an unlisted code passes through; no endpoints (503) too."""
+    from platformd.ingress import custom_errors
+
+    app, errors_backend = scripted(2)
+    app.fail_with = 404
+    errors = custom_errors.CustomErrors((404, 503), "errors", "shop", "web-ingress", "web", "80")
+    location = Location("/", backend="web", traffic=Traffic(errors=errors),
+                        lane_directives=custom_errors.lane_pairs(errors.codes))
+    empty = Location("/empty", backend="none", traffic=Traffic(errors=errors),
+                     lane_directives=custom_errors.lane_pairs(errors.codes))
+    apply(dataplane, location, empty, endpoints={"web": (app.endpoint,), "errors": (errors_backend.endpoint,),
+                                                 "none": ()})
+    r = dataplane.get("/missing?x=1", host=HOST, headers={"Accept": "application/json"})
+    assert r.status_code == 200 and r.headers["x-backend"] == errors_backend.name, r.text
+    seen = json.loads(r.text)
+    assert seen["path"] == "/?x=1"  # as ingress-nginx's `rewrite (.*) / break` (arguments kept)
+    headers = seen["headers"]
+    assert {k: headers[k] for k in ("x-code", "x-format", "x-original-uri", "x-namespace", "x-ingress-name",
+                                    "x-service-name", "x-service-port")} == {
+        "x-code": "404", "x-format": "application/json", "x-original-uri": "/missing?x=1", "x-namespace": "shop",
+        "x-ingress-name": "web-ingress", "x-service-name": "web", "x-service-port": "80"}
+    assert len(headers["x-request-id"]) == 32
+    r = dataplane.get("/empty", host=HOST)
+    assert r.headers.get("x-backend") == errors_backend.name
+    assert json.loads(r.text)["headers"]["x-code"] == "503"
+    # An unlisted code is the backend's own answer.
+    app.fail_with = 500
+    r = dataplane.get("/missing", host=HOST)
+    assert (r.status_code, r.headers["x-backend"], r.text) == (500, app.name, f"{app.name} 500")
