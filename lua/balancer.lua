@@ -151,6 +151,8 @@ local function entry_for(backend, previous)
     plain = not M.needs_access(backend, algorithm),
     retries = math.max(math.min(#backend.endpoints - 1, M.MAX_RETRIES), 0),
     header_var = policy and policy.header and policy.header ~= "" and header_var(policy.header) or nil,
+    -- affinity-canary-behavior "legacy": this backend's sessions do not decide canary routing.
+    legacy_canary = backend.session_affinity ~= nil and backend.session_affinity.canary_behavior == "legacy",
     cookie_var = policy and policy.cookie and policy.cookie ~= "" and cookie_vars[policy.cookie] or nil,
   }
 end
@@ -252,6 +254,9 @@ end
 
 local function affinitized(name, request)
   local entry = state.entries[name]
+  if entry ~= nil and entry.legacy_canary then
+    return false
+  end
   local instance = entry and entry.instance
   return instance ~= nil and instance.is_affinitized ~= nil and instance:is_affinitized(request)
 end
@@ -370,6 +375,29 @@ local function log_retry(last)
   ngx.log(ngx.INFO, "upstream ", tostring(last), " failed (", tostring(state_name), " ", tostring(code), "), retrying")
 end
 
+--- session-cookie-change-on-failure: the session cookie now names `endpoint`
+-- (replacing one this request set already). nginx has sent no header yet,
+-- so the balancer phase may still set response headers.
+function M.repin(instance, affinity, endpoint)
+  local value = instance:cookie_for(endpoint)
+  if value == nil then
+    return
+  end
+  local prefix = require("util.cookie").name(affinity.cookie) .. "="
+  local kept = {}
+  local current = ngx.header["Set-Cookie"]
+  if type(current) == "string" then
+    current = { current }
+  end
+  for _, header in ipairs(current or NONE) do
+    if header:sub(1, #prefix) ~= prefix then
+      kept[#kept + 1] = header
+    end
+  end
+  kept[#kept + 1] = value
+  ngx.header["Set-Cookie"] = kept
+end
+
 --- Balancer phase for a pick made by `pick` (access phase or just now).
 local function balance_chosen(chosen)
   local endpoint = chosen.endpoint
@@ -381,11 +409,21 @@ local function balance_chosen(chosen)
   else
     local last = tried[#tried]
     log_retry(last)
-    local seen = {}
-    for _, key in ipairs(tried) do
-      seen[key] = true
+    local affinity = chosen.backend.session_affinity
+    if affinity ~= nil and not affinity.change_on_failure then
+      -- As ingress-nginx: a session stays on its endpoint, failed or not,
+      -- unless session-cookie-change-on-failure is set.
+      endpoint = chosen.endpoint
+    else
+      local seen = {}
+      for _, key in ipairs(tried) do
+        seen[key] = true
+      end
+      endpoint = next_untried(chosen.backend.endpoints, seen, last) or endpoint
+      if affinity ~= nil and chosen.instance.cookie_for ~= nil then
+        M.repin(chosen.instance, affinity, endpoint)
+      end
     end
-    endpoint = next_untried(chosen.backend.endpoints, seen, last) or endpoint
   end
   tried[#tried + 1] = endpoint_key(endpoint)
   return set_peer(endpoint)

@@ -157,7 +157,17 @@ local function check_affinity(obj, path, deps)
     samesite = opt_string(c, "samesite", cpath, deps),
     max_age = opt_integer(c, "max_age", cpath, deps, 0, 2^31 - 1),
     secure = opt_boolean(c, "secure", cpath, deps),
+    domain = opt_string(c, "domain", cpath, deps),
+    expires = opt_integer(c, "expires", cpath, deps, 1, 2^31 - 1),
+    conditional_samesite_none = opt_boolean(c, "conditional_samesite_none", cpath, deps),
   }
+  if cookie.domain ~= nil and (#cookie.domain > 253 or not cookie.domain:match("^%.?[%w][%w%.%-]*$")) then
+    fail(cpath .. ".domain", "must be a domain name")
+  end
+  local canary_behavior = opt_string(value, "canary_behavior", path, deps) or "sticky"
+  if canary_behavior ~= "sticky" and canary_behavior ~= "legacy" then
+    fail(path .. ".canary_behavior", "must be \"sticky\" or \"legacy\"")
+  end
   if cookie.name ~= nil and cookie.name ~= "" and not cookie.name:match(TOKEN) then
     fail(cpath .. ".name", "must be an HTTP token")
   end
@@ -167,7 +177,8 @@ local function check_affinity(obj, path, deps)
   if cookie.samesite ~= nil and cookie.samesite ~= "" and not M.SAMESITE[cookie.samesite] then
     fail(cpath .. ".samesite", "must be Strict, Lax or None")
   end
-  return { type = "cookie", mode = mode, cookie = cookie }
+  return { type = "cookie", mode = mode, cookie = cookie, canary_behavior = canary_behavior,
+           change_on_failure = opt_boolean(value, "change_on_failure", path, deps) == true }
 end
 
 local function check_policy(obj, path, deps)

@@ -278,6 +278,12 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "proxy-buffers-number": _int(3, 1024),
     "proxy-max-temp-file-size": _checked(traffic_mod.temp_file_size),
     "custom-http-errors": _list(custom_errors.error_code),
+    "session-cookie-secure": _bool,
+    "session-cookie-domain": _checked(traffic_mod.cookie_domain),
+    "session-cookie-expires": _int(1, 2**31 - 1),
+    "session-cookie-change-on-failure": _bool,
+    "session-cookie-conditional-samesite-none": _bool,
+    "affinity-canary-behavior": _choice("sticky", "legacy"),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -404,13 +410,19 @@ def _affinity(r: _Reader) -> SessionAffinity | None:
     base = SessionAffinity()
     return r.build(
         ("session-cookie-name", "affinity-mode", "session-cookie-max-age", "session-cookie-path",
-         "session-cookie-samesite", "affinity"),
+         "session-cookie-samesite", "session-cookie-domain", "session-cookie-expires", "affinity"),
         lambda: SessionAffinity(
             cookie_name=r.get("session-cookie-name", base.cookie_name),
             mode=AffinityMode(r.get("affinity-mode", "balanced")),
             max_age=r.get("session-cookie-max-age"),
             path=r.get("session-cookie-path", base.path),
             samesite=r.get("session-cookie-samesite", ""),
+            secure=r.get("session-cookie-secure", False),
+            domain=r.get("session-cookie-domain", ""),
+            expires=r.get("session-cookie-expires"),
+            change_on_failure=r.get("session-cookie-change-on-failure", False),
+            conditional_samesite_none=r.get("session-cookie-conditional-samesite-none", False),
+            canary_behavior=r.get("affinity-canary-behavior", "sticky"),
         ),
     )
 

@@ -109,7 +109,12 @@ class SessionAffinity:
     max_age: int | None = None  # seconds; None = session cookie
     path: str = "/"
     samesite: str = ""
-    secure: bool = False
+    secure: bool = False  # Secure even on plain HTTP (https answers always have it)
+    domain: str = ""
+    expires: int | None = None  # seconds from now, as an Expires date; None = none
+    change_on_failure: bool = False  # a failed sticky endpoint: retry elsewhere and re-pin the cookie
+    conditional_samesite_none: bool = False  # omit SameSite=None for clients known to mishandle it
+    canary_behavior: str = "sticky"  # "legacy": sessions do not keep requests on a canary's side
 
     def __post_init__(self) -> None:
         v.cookie_name("session_affinity.cookie_name", self.cookie_name)
@@ -118,6 +123,15 @@ class SessionAffinity:
             v.positive_int("session_affinity.max_age", self.max_age)
         v.cookie_path("session_affinity.path", self.path)
         v.samesite("session_affinity.samesite", self.samesite)
+        if self.domain:
+            from platformd.ingress.traffic import cookie_domain
+
+            cookie_domain("session_affinity.domain", self.domain)
+        if self.expires is not None:
+            v.positive_int("session_affinity.expires", self.expires)
+        if self.canary_behavior not in ("sticky", "legacy"):
+            raise v.ValidationError("session_affinity.canary_behavior", self.canary_behavior,
+                                    "must be sticky or legacy")
 
 
 @dataclass(frozen=True, slots=True)

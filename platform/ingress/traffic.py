@@ -74,6 +74,11 @@ def _cookie_part(kind: str, field: str, text: str) -> str:
     raise v.ValidationError(field, text, f"must be '<from> <to>' cookie {kind}s, or off")
 
 
+def cookie_domain(field: str, text: str) -> str:
+    """A cookie Domain attribute (session-cookie-domain)."""
+    return _cookie_part("domain", field, text.strip())
+
+
 def cookie_rewrite(kind: str):
     """Parser of ``proxy-cookie-<kind>``: ``"<from> <to>"`` or ``off`` (None)."""
 

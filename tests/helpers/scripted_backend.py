@@ -10,12 +10,14 @@
 ``fail_with`` set: that status for every path.
 
 Every answer carries ``X-Backend: <name>``; ``hits`` counts requests and
-``seen`` keeps (method, path, headers) of each.
+``seen`` keeps (method, path, headers, version) of each; ``kill()`` makes it
+refuse connections, open keep-alive ones included.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -25,6 +27,12 @@ from platformd.ingress.model import Endpoint
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        backend: ScriptedBackend = self.server.backend  # type: ignore[attr-defined]
+        with backend.lock:
+            backend.connections.append(self.connection)
 
     def _answer(self) -> None:
         backend: ScriptedBackend = self.server.backend  # type: ignore[attr-defined]
@@ -76,6 +84,7 @@ class ScriptedBackend:
         self.hits = 0
         self.fail_with: int | None = None  # answer this status to everything
         self.seen: list[tuple[str, str, dict[str, str], str]] = []
+        self.connections: list[socket.socket] = []
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.backend = self  # type: ignore[attr-defined]
@@ -90,3 +99,14 @@ class ScriptedBackend:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def kill(self) -> None:
+        """Stop and close every open connection too (keep-alive ones included):
+        from now on connections to it are refused."""
+        self.stop()
+        with self.lock:
+            for conn in self.connections:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass

@@ -133,3 +133,28 @@ def test_custom_http_errors_without_an_error_backend_is_a_problem_and_served_pla
 def test_custom_http_errors_refuses_codes_error_page_cannot_take(value):
     result = served({"custom-http-errors": value, "default-backend": "other"})
     assert [p.reason for p in result.problems] == ["InvalidAnnotation"]
+
+
+def test_session_cookie_annotations():
+    from platformd.ingress.model import SessionAffinity
+
+    result = served({"affinity": "cookie", "session-cookie-secure": "true", "session-cookie-domain": ".example.com",
+                     "session-cookie-expires": "172800", "session-cookie-change-on-failure": "true",
+                     "session-cookie-conditional-samesite-none": "true", "session-cookie-samesite": "None",
+                     "affinity-canary-behavior": "legacy"})
+    assert result.problems == ()
+    assert result.configuration.backend("default.web.80").session_affinity == SessionAffinity(
+        secure=True, domain=".example.com", expires=172800, change_on_failure=True,
+        conditional_samesite_none=True, samesite="None", canary_behavior="legacy")
+
+
+@pytest.mark.parametrize("name,value", [
+    ("session-cookie-domain", "exa mple.com"), ("session-cookie-domain", "-x.com"),
+    ("session-cookie-expires", "0"), ("session-cookie-expires", "1d"), ("session-cookie-secure", "on"),
+    ("session-cookie-change-on-failure", "yes"), ("session-cookie-conditional-samesite-none", "2"),
+    ("affinity-canary-behavior", "stickyish"),
+])
+def test_session_cookie_annotations_refuse_bad_values(name, value):
+    result = served({"affinity": "cookie", name: value})
+    assert [p.reason for p in result.problems] == ["InvalidAnnotation"]
+    assert PREFIX + name in result.problems[0].message
