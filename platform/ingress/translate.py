@@ -218,6 +218,7 @@ class _Route:
     service: _ServiceRef
     # Derived once: asked for several times per route.
     key: tuple[str, PathMatch, str] = field(init=False, repr=False, compare=False)
+    implementation_specific: bool = False  # pathType ImplementationSpecific (or none)
 
     def __post_init__(self) -> None:
         base = prefix_base(self.path) if self.match is PathMatch.PREFIX else self.path
@@ -384,7 +385,18 @@ def _route(ing: _Ingress, host: str, item: dict, problems: list[Problem]) -> _Ro
     except v.ValidationError as exc:
         problems.append(ing.problem("InvalidPath", f"path {path!r} ({match.value}) of host {host or '*'!r}: {exc.reason}; the path is ignored"))
         return None
-    return _Route(ing, host, path, match, service)
+    return _Route(ing, host, path, match, service, implementation_specific=path_type not in _PATH_TYPES)
+
+
+def _as_regex(route: _Route) -> _Route:
+    """An ImplementationSpecific Prefix route of a host where another Ingress
+    asks for regexes, as the regex ingress-nginx makes of it; itself when its
+    path is not a valid regex."""
+    try:
+        check_path(PathMatch.REGEX, route.path)
+    except v.ValidationError:
+        return route
+    return replace(route, match=PathMatch.REGEX)
 
 
 def _service_ref(ing: _Ingress, service: dict | None) -> _ServiceRef | None:
@@ -486,9 +498,15 @@ class _Translator:
 
     def _winning_routes(self, ingresses: list[_Parsed]) -> dict[tuple, _Route]:
         winners: dict[tuple, _Route] = {}
+        # As ingress-nginx: use-regex (or rewrite-target) on any Ingress of a
+        # host makes the ImplementationSpecific paths of all its Ingresses regexes.
+        regex_hosts = {host for parsed in ingresses if parsed.ing.ann.regex_paths for host in parsed.hosts}
         for parsed in ingresses:
             ing = parsed.ing
             for route in parsed.routes:
+                if (regex_hosts and route.implementation_specific and route.match is PathMatch.PREFIX
+                        and route.host in regex_hosts):
+                    route = self.reuse.get(("regex-route", id(route)), route, lambda r=route: _as_regex(r))
                 held = winners.get(route.key)
                 if held is None:
                     winners[route.key] = route

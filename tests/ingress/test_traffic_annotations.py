@@ -158,3 +158,22 @@ def test_session_cookie_annotations_refuse_bad_values(name, value):
     result = served({"affinity": "cookie", name: value})
     assert [p.reason for p in result.problems] == ["InvalidAnnotation"]
     assert PREFIX + name in result.problems[0].message
+
+
+def test_use_regex_on_one_ingress_makes_the_hosts_implementation_specific_paths_regexes():
+    """ingress-nginx: use-regex (or rewrite-target) on any Ingress of a host
+    applies to the ImplementationSpecific paths of every Ingress of that host;
+    Prefix and Exact paths keep their Kubernetes meaning."""
+    spec = "ImplementationSpecific"
+    regex = ingress("regex", rules=[rule("example.com", path("/v[0-9]+", path_type=spec))],
+                    annotations={"use-regex": "true"})
+    plain = ingress("plain", rules=[rule("example.com", path("/api.*", path_type=spec),
+                                         path("/exact", path_type="Exact"), path("/pre", path_type="Prefix"))])
+    other = ingress("other", rules=[rule("other.example.com", path("/api.*", path_type=spec))])
+    from tests.ingress.test_translate_fixtures import locations
+
+    result = translate(regex, plain, other, *SERVICES)
+    assert result.problems == ()
+    assert set(locations(result, "example.com")) == {("regex", "/v[0-9]+"), ("regex", "/api.*"),
+                                                     ("exact", "/exact"), ("prefix", "/pre")}
+    assert set(locations(result, "other.example.com")) == {("prefix", "/api.*")}
