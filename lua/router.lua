@@ -119,6 +119,8 @@ local function compile_policy(p)
     proxy = redirect == nil,
     rpm = p.limit_rpm or 0,
     rpm_burst = p.limit_rpm_burst or 0,
+    req_status = p.limit_status and p.limit_status[1] or 503,
+    conn_status = p.limit_status and p.limit_status[2] or 503,
     traffic = traffic.compile(value(p.traffic)),
   }
   -- Served by `fast()` alone: nothing to apply but the proxy itself.
@@ -487,15 +489,15 @@ local function limits(location, policy)
     return -- limit-allowlist
   end
   if policy.rpm > 0 and not limit.request(location.zone .. "m" .. addr, policy.rpm / 60, policy.rpm_burst) then
-    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    return ngx.exit(policy.req_status)
   end
   if policy.rps > 0 and not limit.request(location.zone .. "r" .. addr, policy.rps, policy.burst) then
-    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    return ngx.exit(policy.req_status)
   end
   if policy.connections > 0 then
     local key = location.zone .. "c" .. addr
     if not limit.acquire(key, policy.connections) then
-      return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+      return ngx.exit(policy.conn_status)
     end
     ngx.ctx.platform_conn = key
   end

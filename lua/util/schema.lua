@@ -491,6 +491,17 @@ local function check_route_policy(value, path, deps)
     limit_allow = check_addresses(value, "limit_allow", path, deps),
   }
   require("traffic").check(value.traffic, path .. ".traffic", fail, deps.null)
+  local status = value.limit_status
+  if status ~= nil and status ~= deps.null then
+    if not is_array(status) or #status ~= 2 then
+      fail(path .. ".limit_status", "must be [requests, connections]")
+    end
+    for i = 1, 2 do
+      if not is_integer(status[i]) or status[i] < 400 or status[i] > 599 then
+        fail(path .. ".limit_status[" .. i .. "]", "must be a status from 400 to 599")
+      end
+    end
+  end
   -- A generated lane (platform/ingress/lanes.py) is named by a digest; the
   -- data plane pushes routes naming one only once nginx runs it.
   if not LANES[policy.lane] and not (type(policy.lane) == "string"

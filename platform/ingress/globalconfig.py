@@ -29,6 +29,8 @@ class Defaults:
 
     ssl_redirect: bool = True
     load_balance: LoadBalance = LoadBalance.ROUND_ROBIN
+    limit_req_status: int = 503  # answer of limit-rps / limit-rpm refusals
+    limit_conn_status: int = 503  # answer of limit-connections refusals
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,8 @@ KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     # translation defaults
     "ssl-redirect": (parse_bool, ("defaults", "ssl_redirect")),
     "load-balance": (_load_balance, ("defaults", "load_balance")),
+    "limit-req-status-code": (lambda t: parse_int(t, 400, 599), ("defaults", "limit_req_status")),
+    "limit-conn-status-code": (lambda t: parse_int(t, 400, 599), ("defaults", "limit_conn_status")),
 }
 
 def _build(values: dict[tuple[str, ...], object], http_port: int, https_port: int) -> tuple[GlobalSettings, Defaults]:

@@ -311,6 +311,8 @@ class RateLimit:
     burst_multiplier: int = 5
     rpm: int = 0  # requests per minute (limit-rpm), the same burst multiplier
     allowlist: tuple[str, ...] = ()  # client networks no limit applies to (limit-allowlist)
+    req_status: int = 503  # the ConfigMap's limit-req-status-code
+    conn_status: int = 503  # the ConfigMap's limit-conn-status-code
 
     def __post_init__(self) -> None:
         v.positive_int("rate_limit.rps", self.rps, maximum=1_000_000, allow_zero=True)
@@ -318,6 +320,8 @@ class RateLimit:
         v.positive_int("rate_limit.burst_multiplier", self.burst_multiplier, maximum=1000)
         v.positive_int("rate_limit.rpm", self.rpm, maximum=60_000_000, allow_zero=True)
         _set(self, "allowlist", tuple(sorted({v.cidr("rate_limit.allowlist", c) for c in self.allowlist})))
+        for name in ("req_status", "conn_status"):
+            v.positive_int(f"rate_limit.{name}", getattr(self, name), maximum=599)
 
     @property
     def enabled(self) -> bool:

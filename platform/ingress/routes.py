@@ -144,6 +144,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "limit_rpm": limit.rpm,
         "limit_rpm_burst": limit.rpm * limit.burst_multiplier,
         "limit_allow": list(limit.allowlist),
+        "limit_status": [limit.req_status, limit.conn_status],
         "traffic": traffic_mod.policy(loc.traffic),
     }
 

@@ -105,6 +105,7 @@ from platformd.ingress.model import (
     Configuration,
     Location,
     PathMatch,
+    RateLimit,
     Redirect,
     Server,
     check_path,
@@ -890,6 +891,14 @@ class _Translator:
             self.problems.append(route.ing.problem("InvalidPath", f"{route.describe()}: {exc}; the path is ignored"))
             return None
 
+    def _rate_limit(self, limit: RateLimit) -> RateLimit:
+        """The ConfigMap's limit-req/conn-status-code folded into an enabled limit."""
+        codes = (self.defaults.limit_req_status, self.defaults.limit_conn_status)
+        if not limit.enabled or codes == (limit.req_status, limit.conn_status):
+            return limit
+        return self.reuse.get(("rate-limit", id(limit), codes), limit,
+                              lambda: replace(limit, req_status=codes[0], conn_status=codes[1]))
+
     def _with_custom_errors(self, route: _Route, location: Location) -> Location:
         """``location`` with custom-http-errors (platformd.ingress.custom_errors)."""
         ing = route.ing
@@ -917,7 +926,7 @@ class _Translator:
             backend=backend,
             proxy=ann.proxy,
             access=ann.access,
-            rate_limit=ann.rate_limit,
+            rate_limit=self._rate_limit(ann.rate_limit),
             cors=ann.cors,
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,

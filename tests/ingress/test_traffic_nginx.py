@@ -309,3 +309,22 @@ def test_custom_http_errors_served_by_the_error_backend(dataplane, scripted):
     app.fail_with = 500
     r = dataplane.get("/missing", host=HOST)
     assert (r.status_code, r.headers["x-backend"], r.text) == (500, app.name, f"{app.name} 500")
+
+
+def test_limit_status_codes_from_the_configmap(dataplane, scripted):
+    """limit-req-status-code / limit-conn-status-code (ConfigMap): the status
+    a refused request gets, through the translation."""
+    from tests.ingress.test_translate_fixtures import configmap, ingress, path, rule, translate, web
+
+    (b,) = scripted(1)
+    ing = ingress(rules=[rule(HOST, path("/"))], annotations={"limit-rpm": "1", "limit-burst-multiplier": "1"})
+    cm = configmap({"limit-req-status-code": "429"})
+    result = translate(ing, *web(ips=("127.0.0.1",)), cm)
+    assert result.problems == (), result.problems
+    config = result.configuration
+    backend = config.backends[0]
+    config = Configuration(servers=config.servers, settings=config.settings,
+                           backends=(Backend(backend.name, endpoints=(b.endpoint,)),))
+    outcome = dataplane.apply(config)
+    assert outcome.ok, outcome.error
+    assert [dataplane.get("/", host=HOST).status_code for _ in range(3)] == [200, 200, 429]
