@@ -66,6 +66,7 @@ M.registry = {
   round_robin = require("balancer.round_robin"),
   ewma = require("balancer.ewma"),
   chash = require("balancer.chash"),
+  chash_subset = require("balancer.chash_subset"),
   sticky_balanced = require("balancer.sticky_balanced"),
   sticky_persistent = require("balancer.sticky_persistent"),
 }
@@ -80,7 +81,7 @@ M.unavailable = nil
 
 function M.algorithm_for(backend)
   if backend.upstream_hash_by ~= nil and backend.upstream_hash_by ~= "" then
-    return "chash"
+    return backend.upstream_hash_by_subset_size ~= nil and "chash_subset" or "chash"
   end
   local affinity = backend.session_affinity
   if affinity ~= nil and affinity.type == "cookie" then

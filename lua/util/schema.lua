@@ -234,6 +234,7 @@ local function check_backend(value, path, deps)
     endpoints = endpoints,
     load_balance = opt_string(value, "load_balance", path, deps),
     upstream_hash_by = opt_string(value, "upstream_hash_by", path, deps),
+    upstream_hash_by_subset_size = opt_integer(value, "upstream_hash_by_subset_size", path, deps, 1, 1000),
     session_affinity = check_affinity(value, path, deps),
     traffic_shaping_policy = check_policy(value, path, deps),
     alternative_backends = {},

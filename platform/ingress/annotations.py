@@ -97,6 +97,7 @@ class Annotations:
     # per path: settings only a directive applies (Location.lane_directives)
     traffic_directives: tuple[tuple[str, str], ...] = ()
     custom_http_errors: tuple[int, ...] = ()  # platformd.ingress.custom_errors
+    upstream_hash_subset_size: int = 0  # per backend: upstream-hash-by-subset (+ -size, default 3)
 
     @property
     def regex_paths(self) -> bool:
@@ -284,6 +285,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "session-cookie-change-on-failure": _bool,
     "session-cookie-conditional-samesite-none": _bool,
     "affinity-canary-behavior": _choice("sticky", "legacy"),
+    "upstream-hash-by-subset": _bool,
+    "upstream-hash-by-subset-size": _int(1, 1000),
 }
 
 # Security-bearing and not supported yet: serving the Ingress without them
@@ -562,6 +565,8 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         from_to_www_redirect=r.get("from-to-www-redirect", False),
         traffic_directives=_traffic_directives(r),
         custom_http_errors=tuple(sorted(set(r.get("custom-http-errors", ())))),
+        upstream_hash_subset_size=(r.get("upstream-hash-by-subset-size", 3)
+                                   if r.get("upstream-hash-by-subset", False) else 0),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

@@ -185,6 +185,7 @@ class Backend:
     session_affinity: SessionAffinity | None = None  # set selects sticky
     alternative_backends: tuple[str, ...] = ()  # canaries of this backend
     traffic_shaping_policy: TrafficShapingPolicy | None = None  # set on a canary
+    upstream_hash_by_subset_size: int = 0  # >0: hash onto subsets of this many endpoints
 
     def __post_init__(self) -> None:
         name = v.backend_name("backend.name", self.name)
@@ -192,6 +193,8 @@ class Backend:
         _set(self, "endpoints", _sorted_endpoints(self.endpoints))
         _set(self, "load_balance", _checked(where, _enum, LoadBalance, "load_balance", self.load_balance))
         _checked(where, v.upstream_hash_by, "upstream_hash_by", self.upstream_hash_by)
+        _checked(where, v.positive_int, "upstream_hash_by_subset_size", self.upstream_hash_by_subset_size,
+                 maximum=1000, allow_zero=True)
         alternatives = tuple(sorted(set(self.alternative_backends)))
         for alt in alternatives:
             _checked(where, v.backend_name, "alternative_backends", alt)

@@ -110,6 +110,8 @@ def _backend_payload(backend: Backend) -> dict[str, Any]:
         "upstream_hash_by": backend.upstream_hash_by,
         "alternative_backends": list(backend.alternative_backends),
     }
+    if backend.upstream_hash_by_subset_size:  # upstream-hash-by-subset (lua/balancer/chash_subset.lua)
+        payload["upstream_hash_by_subset_size"] = backend.upstream_hash_by_subset_size
     affinity = backend.session_affinity
     if affinity is not None:
         cookie: dict[str, Any] = {"name": affinity.cookie_name, "path": affinity.path, "secure": affinity.secure}

@@ -187,7 +187,8 @@ class _Ingress:
     def __post_init__(self) -> None:
         ann = self.ann
         object.__setattr__(self, "settings",
-                           (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream))
+                           (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream,
+                            ann.upstream_hash_subset_size))
         object.__setattr__(self, "isolated", not ann.server_aliases and ann.app_root is None
                            and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend"))
 
@@ -234,7 +235,7 @@ class _BackendState:
     ref: _ServiceRef
     owner: _Ingress | None  # None: --default-backend-service
     endpoints: tuple
-    settings: tuple  # (load_balance, upstream_hash_by, affinity, service_upstream)
+    settings: tuple  # (load_balance, upstream_hash_by, affinity, service_upstream, hash subset size)
     issues: tuple[Issue, ...] = ()
     alternatives: set[str] = field(default_factory=set)
     policy: object = None
@@ -652,9 +653,9 @@ class _Translator:
         return tuple(models)
 
     def _backend_model(self, name: str, state: _BackendState, alternatives: tuple[str, ...]) -> Backend:
-        load_balance, hash_by, affinity, _ = state.settings
+        load_balance, hash_by, affinity, _, subset_size = state.settings
         return Backend(name, state.endpoints, load_balance or self.defaults.load_balance, hash_by, affinity,
-                       alternatives, state.policy)
+                       alternatives, state.policy, upstream_hash_by_subset_size=subset_size if hash_by else 0)
 
     # -- canaries -------------------------------------------------------------------------
 
@@ -1008,7 +1009,7 @@ class _Translator:
             self.problems.append(Problem("Service", namespace, name, "DefaultBackendNotFound",
                                          f"--default-backend-service {key!r} not found or has no ports; answering 404"))
             return None
-        state = self._register(ref, (None, "", None, False), None)
+        state = self._register(ref, (None, "", None, False, 0), None)
         for issue in state.issues:
             self.problems.append(Problem("Service", namespace, name, issue.reason, issue.message))
         return ref.backend_name

@@ -177,3 +177,16 @@ def test_use_regex_on_one_ingress_makes_the_hosts_implementation_specific_paths_
     assert set(locations(result, "example.com")) == {("regex", "/v[0-9]+"), ("regex", "/api.*"),
                                                      ("exact", "/exact"), ("prefix", "/pre")}
     assert set(locations(result, "other.example.com")) == {("prefix", "/api.*")}
+
+
+def test_upstream_hash_by_subset():
+    from tests.ingress.test_annotations import backend_of
+
+    result = served({"upstream-hash-by": "$request_uri", "upstream-hash-by-subset": "true"})
+    assert backend_of(result).upstream_hash_by_subset_size == 3
+    result = served({"upstream-hash-by": "$request_uri", "upstream-hash-by-subset": "true",
+                     "upstream-hash-by-subset-size": "5"})
+    assert backend_of(result).upstream_hash_by_subset_size == 5
+    # Without upstream-hash-by there is nothing to hash.
+    assert backend_of(served({"upstream-hash-by-subset": "true"})).upstream_hash_by_subset_size == 0
+    assert [p.reason for p in served({"upstream-hash-by-subset-size": "0"}).problems] == ["InvalidAnnotation"]

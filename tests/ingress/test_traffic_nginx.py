@@ -328,3 +328,24 @@ def test_limit_status_codes_from_the_configmap(dataplane, scripted):
     outcome = dataplane.apply(config)
     assert outcome.ok, outcome.error
     assert [dataplane.get("/", host=HOST).status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_upstream_hash_by_subset_spreads_a_key_over_its_subset(dataplane, backends):
+    """upstream-hash-by-subset: one key's requests go to the `size` endpoints
+    of one subset (and only those); other keys to other subsets."""
+    bs = backends(6)
+    apply(dataplane, Location("/", backend="web"), endpoints={})  # start nginx
+    config = Configuration(
+        servers=(Server(HOST, locations=(Location("/", backend="web"),)),),
+        backends=(Backend("web", endpoints=tuple(b.endpoint for b in bs), upstream_hash_by="$arg_k",
+                          upstream_hash_by_subset_size=3),),
+    )
+    start = reloads(dataplane)
+    assert dataplane.apply(config).ok
+    seen: dict[str, set[str]] = {}
+    for key in ("a", "b", "c", "d"):
+        seen[key] = {dataplane.get(f"/?k={key}", host=HOST).headers["x-backend"] for _ in range(40)}
+    for key, names in seen.items():
+        assert len(names) == 3, (key, names)  # 40 random picks over 3 members: all seen (1 - 3*(2/3)^40)
+    assert len({frozenset(n) for n in seen.values()}) >= 2  # keys land on different subsets
+    assert reloads(dataplane) == start
