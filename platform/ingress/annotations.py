@@ -448,27 +448,15 @@ def _traffic_shaping(r: _Reader) -> TrafficShapingPolicy | None:
 
 
 def _traffic(r: _Reader) -> traffic_mod.Traffic:
-    redirect = None
-    if r.get("proxy-redirect-from", "off") not in ("off", "default") and r.has("proxy-redirect-to"):
-        redirect = (r.get("proxy-redirect-from"), r.get("proxy-redirect-to"))
-    kb = 1024
     made = r.build(
-        ("x-forwarded-prefix", "proxy-redirect-from", "proxy-redirect-to", "proxy-cookie-domain",
-         "proxy-cookie-path", "connection-proxy-header", "proxy-next-upstream", "proxy-next-upstream-tries",
-         "proxy-next-upstream-timeout", "limit-rate", "limit-rate-after"),
+        ("x-forwarded-prefix", "connection-proxy-header", "proxy-next-upstream-tries", "limit-rate"),
         lambda: traffic_mod.Traffic(
             forwarded_prefix=r.get("x-forwarded-prefix", ""),
             preserve_trailing_slash=r.get("preserve-trailing-slash", False),
-            proxy_redirect=redirect,
-            cookie_domain=r.get("proxy-cookie-domain"),
-            cookie_path=r.get("proxy-cookie-path"),
             connection_header=r.get("connection-proxy-header", ""),
-            next_upstream=r.get("proxy-next-upstream", traffic_mod.DEFAULT_NEXT_UPSTREAM),
+            next_upstream_off=r.get("proxy-next-upstream") == ("off",),
             next_upstream_tries=r.get("proxy-next-upstream-tries", traffic_mod.DEFAULT_TRIES),
-            next_upstream_timeout=r.get("proxy-next-upstream-timeout", 0),
-            limit_rate=r.get("limit-rate", 0) * kb,
-            limit_rate_after=r.get("limit-rate-after", 0) * kb,
-            access_log=r.get("enable-access-log", True),
+            limit_rate=r.get("limit-rate", 0) * 1024,
             rewrite_log=r.get("enable-rewrite-log", False),
         ),
     )
@@ -476,10 +464,19 @@ def _traffic(r: _Reader) -> traffic_mod.Traffic:
 
 
 def _traffic_directives(r: _Reader) -> tuple[tuple[str, str], ...]:
+    redirect = None
+    if r.get("proxy-redirect-from", "off") not in ("off", "default") and r.has("proxy-redirect-to"):
+        redirect = (r.get("proxy-redirect-from"), r.get("proxy-redirect-to"))
     made = r.build(
         ("proxy-max-temp-file-size", "proxy-buffers-number", "proxy-buffer-size", "client-body-buffer-size",
-         "proxy-request-buffering", "proxy-http-version", "proxy-next-upstream", "proxy-next-upstream-timeout"),
+         "proxy-request-buffering", "proxy-http-version", "proxy-next-upstream", "proxy-next-upstream-timeout",
+         "proxy-redirect-from", "proxy-redirect-to", "proxy-cookie-domain", "proxy-cookie-path", "limit-rate-after"),
         lambda: traffic_mod.ProxyDirectives(
+            proxy_redirect=redirect,
+            cookie_domain=r.get("proxy-cookie-domain"),
+            cookie_path=r.get("proxy-cookie-path"),
+            limit_rate_after=r.get("limit-rate-after", 0) * 1024,
+            access_log=r.get("enable-access-log", True),
             http_version=r.get("proxy-http-version"),
             request_buffering=r.get("proxy-request-buffering"),
             client_body_buffer_size=r.get("client-body-buffer-size"),

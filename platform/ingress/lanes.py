@@ -102,7 +102,8 @@ DIRECTIVES: dict[str, Callable[[str, str], str]] = {
     "proxy_ssl_certificate": _pem,
     "proxy_ssl_certificate_key": _pem,
 }
-# proxy-next-upstream's conditions and timeout (platformd.ingress.traffic).
+# proxy-next-upstream conditions and timeout, proxy-redirect-*, proxy-cookie-*,
+# limit-rate-after, enable-access-log (platformd.ingress.traffic).
 DIRECTIVES.update(traffic.LANE_DIRECTIVES)
 # custom-http-errors (platformd.ingress.custom_errors).
 DIRECTIVES.update(custom_errors.LANE_DIRECTIVES)

@@ -1,13 +1,29 @@
-"""Per-route traffic settings of ingress-nginx annotations that the router
-applies per request: response rewriting, upstream retries, bandwidth
-limits, logging and the X-Forwarded-Prefix / Connection headers.
+"""Per-route traffic settings of ingress-nginx annotations: retries,
+response rewriting, bandwidth limits, logs and the X-Forwarded-Prefix /
+Connection request headers.
 
-``Traffic`` (one per ``Location``, the default for most) is parsed from the
-annotations below, validated here, and shipped to lua/traffic.lua as the
-policy's ``traffic`` object (``policy(traffic)``; null when every setting is
-the default, so such routes keep the fast path). Nothing here becomes nginx
-configuration text: lua/traffic.lua writes the values into variables the
-template's lanes read (``proxy_redirect $platform_redirect_from ...``).
+Two kinds, by what nginx can do per request:
+
+* ``Traffic`` (one per ``Location``, the default for most): applied per
+  request by lua/traffic.lua from the policy's ``traffic`` object
+  (``policy(traffic)``; null when every setting is the default, so such
+  routes keep the fast path): X-Forwarded-Prefix (a request header set from
+  Lua), the Connection header (``$platform_connection``), the number of
+  tries (the balancer), ``$limit_rate``, the rewrite log and the custom
+  error backend (``custom_errors``).
+* ``ProxyDirectives``: nginx directives, as ``Location.lane_directives``
+  (``lanes.py``: a generated lane per distinct set in use; a reload only when
+  a set first appears). Besides the directives that take no variables
+  (proxy_http_version, proxy_request_buffering, client_body_buffer_size,
+  proxy_buffer_size/proxy_buffers, proxy_max_temp_file_size,
+  proxy_next_upstream, proxy_next_upstream_timeout, limit_rate_after), the
+  response rewrites (proxy_redirect, proxy_cookie_domain, proxy_cookie_path)
+  and ``access_log off`` travel this way too although nginx would take
+  variables there: every variable the configuration names costs every
+  request of every route (nginx allocates and clears each request's
+  variable slots) ~20 instructions (bench_dataplane: 18 more variables took
+  the plain request from 49,796 to 50,159 instructions, over the 50,000
+  target), while these settings are rare and their values few.
 
 Annotation semantics follow ingress-nginx's documentation:
 
@@ -19,14 +35,16 @@ Annotation semantics follow ingress-nginx's documentation:
   ``proxy_cookie_domain`` / ``proxy_cookie_path``; ``off`` is the default.
 * ``connection-proxy-header``: the ``Connection`` header sent upstream
   (default: ``upgrade`` for websocket upgrades, else keep-alive).
-* ``proxy-next-upstream-tries``: attempts in all, default 3 (bounded by the
-  backend's endpoints); ``proxy-next-upstream: off`` makes it 1.
+* ``proxy-next-upstream``: nginx's conditions (default ``error timeout``);
+  ``-tries``: attempts in all, default 3 (bounded by the backend's
+  endpoints); ``-timeout``: seconds, 0 for none. ``off`` makes one attempt.
 * ``limit-rate`` / ``limit-rate-after``: kilobytes per second of the response
-  and kilobytes sent before the limit starts (0: no limit).
+  and kilobytes sent before the limit starts (0: no limit). nginx throttles
+  only what it buffers, so limit-rate turns proxy buffering on.
 * ``enable-access-log: "false"`` drops the route's access log lines;
   ``enable-rewrite-log: "true"`` logs each rewrite at notice level.
 * ``preserve-trailing-slash``: an HTTPS redirect keeps a trailing ``/``
-  (by default it is dropped, as ingress-nginx does).
+  (by default one is dropped, as ingress-nginx does).
 """
 
 from __future__ import annotations
@@ -35,15 +53,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import custom_errors
 from platformd.ingress import validate as v
 from platformd.ingress.custom_errors import CustomErrors
-from platformd.ingress import custom_errors
 
-__all__ = ["Traffic", "cookie_rewrite", "header_text", "policy", "redirect_prefix"]
+__all__ = ["DEFAULT", "ProxyDirectives", "Traffic", "cookie_domain", "cookie_rewrite", "header_text", "policy",
+           "redirect_prefix"]
 
-# A URL or path prefix as proxy_redirect / proxy_cookie_path compare it: no
-# spaces, quotes, ';', '$', braces or backslashes (never a variable).
-_PREFIX = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!&()*+,=%-]{1,1024}")
+# A URL or path prefix as proxy_redirect compares it, written into nginx.conf
+# as one token: an http(s) origin and/or a path, no spaces, quotes, ';', '#',
+# '$', braces or backslashes.
+_PATH_CHARS = r"A-Za-z0-9._~/%:@!&()*+,=-"
+_REDIRECT_PREFIX = re.compile(rf"(https?://[A-Za-z0-9.-]+(:[0-9]{{1,5}})?)?(/[{_PATH_CHARS}]{{0,1023}})?")
+_COOKIE_PATH = re.compile(rf"/[{_PATH_CHARS}]{{0,1023}}")
 _DOMAIN = re.compile(r"\.?[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 # lua/traffic.lua's SAFE: the same characters, checked again there.
 _TEXT = r"A-Za-z0-9._~:/?#\[\]@!&()*+,=%\-"
@@ -51,10 +73,10 @@ _HEADER_TEXT = re.compile(f"[{_TEXT}]([{_TEXT} ]{{0,1022}}[{_TEXT}])?")
 
 
 def redirect_prefix(field: str, text: str) -> str:
-    """One side of ``proxy_redirect``: a URL or path prefix."""
+    """One side of ``proxy_redirect``: an http(s) origin, a path, or both."""
     text = text.strip()
-    if not _PREFIX.fullmatch(text):
-        raise v.ValidationError(field, text, "must be a URL or path prefix (no spaces, quotes, ';', '$' or braces)")
+    if not text or not _REDIRECT_PREFIX.fullmatch(text):
+        raise v.ValidationError(field, text, "must be an http(s) URL or a path (no spaces, quotes, ';', '#' or '$')")
     return text
 
 
@@ -69,7 +91,7 @@ def header_text(field: str, text: str) -> str:
 def _cookie_part(kind: str, field: str, text: str) -> str:
     if kind == "domain" and _DOMAIN.fullmatch(text):
         return text
-    if kind == "path" and _PREFIX.fullmatch(text):
+    if kind == "path" and _COOKIE_PATH.fullmatch(text):
         return text
     raise v.ValidationError(field, text, f"must be '<from> <to>' cookie {kind}s, or off")
 
@@ -93,13 +115,15 @@ def cookie_rewrite(kind: str):
     return parse
 
 
+_CONDITIONS = ("error", "timeout", "invalid_header", "http_500", "http_502", "http_503", "http_504",
+               "http_403", "http_404", "http_429", "non_idempotent", "off")
+
+
 def next_upstream(field: str, text: str) -> tuple[str, ...]:
     """``proxy-next-upstream``: nginx's conditions, space separated."""
     words = tuple(text.split())
-    allowed = ("error", "timeout", "invalid_header", "http_500", "http_502", "http_503", "http_504",
-               "http_403", "http_404", "http_429", "non_idempotent", "off")
-    if not words or len(words) > len(allowed) or any(w not in allowed for w in words):
-        raise v.ValidationError(field, text, "must list " + ", ".join(allowed))
+    if not words or len(words) > len(_CONDITIONS) or any(w not in _CONDITIONS for w in words):
+        raise v.ValidationError(field, text, "must list " + ", ".join(_CONDITIONS))
     if "off" in words and len(words) > 1:
         raise v.ValidationError(field, text, "off cannot be combined with other conditions")
     return tuple(sorted(set(words)))
@@ -115,16 +139,10 @@ class Traffic:
 
     forwarded_prefix: str = ""
     preserve_trailing_slash: bool = False
-    proxy_redirect: tuple[str, str] | None = None  # (from, to)
-    cookie_domain: tuple[str, str] | None = None
-    cookie_path: tuple[str, str] | None = None
     connection_header: str = ""
-    next_upstream: tuple[str, ...] = DEFAULT_NEXT_UPSTREAM
+    next_upstream_off: bool = False  # proxy-next-upstream: off
     next_upstream_tries: int = DEFAULT_TRIES  # 0: as many as there are endpoints
-    next_upstream_timeout: int = 0  # seconds, 0: none
     limit_rate: int = 0  # bytes per second of the response, 0: none
-    limit_rate_after: int = 0  # bytes
-    access_log: bool = True
     rewrite_log: bool = False
     errors: CustomErrors | None = None  # custom-http-errors (its lane directives come with it)
 
@@ -133,24 +151,13 @@ class Traffic:
             header_text("traffic.forwarded_prefix", self.forwarded_prefix)
         if self.connection_header:
             header_text("traffic.connection_header", self.connection_header)
-        if self.proxy_redirect is not None:
-            for side in self.proxy_redirect:
-                redirect_prefix("traffic.proxy_redirect", side)
-        for kind in ("domain", "path"):
-            pair = getattr(self, "cookie_" + kind)
-            if pair is not None:
-                for side in pair:
-                    _cookie_part(kind, f"traffic.cookie_{kind}", side)
-        next_upstream("traffic.next_upstream", " ".join(self.next_upstream))
         v.positive_int("traffic.next_upstream_tries", self.next_upstream_tries, maximum=1000, allow_zero=True)
-        v.positive_int("traffic.next_upstream_timeout", self.next_upstream_timeout, maximum=86400, allow_zero=True)
         v.positive_int("traffic.limit_rate", self.limit_rate, maximum=2**40, allow_zero=True)
-        v.positive_int("traffic.limit_rate_after", self.limit_rate_after, maximum=2**40, allow_zero=True)
 
     @property
     def retries(self) -> int | None:
         """Extra attempts after the first, None for the balancer's default."""
-        if self.next_upstream == ("off",):
+        if self.next_upstream_off:
             return 0
         if self.next_upstream_tries == DEFAULT_TRIES:
             return None
@@ -173,21 +180,12 @@ def policy(traffic: Traffic) -> dict[str, Any] | None:
         out["forwarded_prefix"] = traffic.forwarded_prefix
     if traffic.preserve_trailing_slash:
         out["preserve_trailing_slash"] = True
-    if traffic.proxy_redirect is not None:
-        out["proxy_redirect"] = list(traffic.proxy_redirect)
-    if traffic.cookie_domain is not None:
-        out["cookie_domain"] = list(traffic.cookie_domain)
-    if traffic.cookie_path is not None:
-        out["cookie_path"] = list(traffic.cookie_path)
     if traffic.connection_header:
         out["connection"] = traffic.connection_header
     if traffic.retries is not None:
         out["retries"] = traffic.retries
     if traffic.limit_rate:
         out["limit_rate"] = traffic.limit_rate
-        out["limit_rate_after"] = traffic.limit_rate_after
-    if not traffic.access_log:
-        out["access_log"] = False
     if traffic.rewrite_log:
         out["rewrite_log"] = True
     if traffic.errors is not None:
@@ -195,7 +193,7 @@ def policy(traffic: Traffic) -> dict[str, Any] | None:
     return out or None
 
 
-# --- settings only a directive applies (platformd.ingress.lanes) -----------------
+# --- settings applied by directives (platformd.ingress.lanes) ---------------------
 
 _MAX_BUFFER = 64 * 1024 * 1024
 _SIZE_UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
@@ -206,7 +204,7 @@ def _bytes(text: str) -> int:
 
 
 def buffer_size(field: str, text: str) -> str:
-    """An nginx size for a buffer: at least 1k... at most 64m."""
+    """An nginx size for a buffer: from 1k to 64m."""
     text = v.size(field, text.strip())
     if not 1024 <= _bytes(text) <= _MAX_BUFFER:
         raise v.ValidationError(field, text, "must be a size from 1k to 64m")
@@ -217,16 +215,10 @@ def temp_file_size(field: str, text: str) -> str:
     return v.size(field, text.strip())
 
 
-def _seconds(field: str, value: int) -> str:
-    return f"{value}s"
-
-
 @dataclass(frozen=True, slots=True)
 class ProxyDirectives:
-    """proxy-http-version, proxy-request-buffering, client-body-buffer-size,
-    proxy-buffer-size, proxy-buffers-number, proxy-max-temp-file-size and
-    proxy-next-upstream's conditions and timeout: nginx directives that take
-    no variables, so they travel as ``Location.lane_directives``. None: not set."""
+    """The settings of one location that travel as ``Location.lane_directives``
+    (see the module docstring). None / the defaults: not set."""
 
     http_version: str | None = None
     request_buffering: bool | None = None
@@ -236,6 +228,11 @@ class ProxyDirectives:
     max_temp_file_size: str | None = None
     next_upstream: tuple[str, ...] = DEFAULT_NEXT_UPSTREAM
     next_upstream_timeout: int = 0
+    proxy_redirect: tuple[str, str] | None = None  # (from, to)
+    cookie_domain: tuple[str, str] | None = None
+    cookie_path: tuple[str, str] | None = None
+    limit_rate_after: int = 0  # bytes
+    access_log: bool = True
 
     def __post_init__(self) -> None:
         if self.buffers_number is not None and not 3 <= self.buffers_number <= 1024:
@@ -247,6 +244,9 @@ class ProxyDirectives:
             if size and size < smallest:
                 raise v.ValidationError("proxy_max_temp_file_size", self.max_temp_file_size,
                                         f"must be 0 or at least the buffer size ({self.buffer_size or '4k'})")
+        next_upstream("proxy_next_upstream", " ".join(self.next_upstream))
+        v.positive_int("proxy_next_upstream_timeout", self.next_upstream_timeout, maximum=86400, allow_zero=True)
+        v.positive_int("limit_rate_after", self.limit_rate_after, maximum=2**40, allow_zero=True)
 
     def pairs(self) -> tuple[tuple[str, str], ...]:
         """The (directive, value) pairs these settings need; () for none."""
@@ -265,12 +265,24 @@ class ProxyDirectives:
                     ("proxy_busy_buffers_size", size)]
         if self.max_temp_file_size is not None:
             out.append(("proxy_max_temp_file_size", self.max_temp_file_size))
-        if self.next_upstream != DEFAULT_NEXT_UPSTREAM and self.next_upstream != ("off",):
+        if self.next_upstream not in (DEFAULT_NEXT_UPSTREAM, ("off",)):  # off: one try (Traffic)
             out.append(("proxy_next_upstream", " ".join(self.next_upstream)))
         if self.next_upstream_timeout:
-            out.append(("proxy_next_upstream_timeout", _seconds("proxy_next_upstream_timeout",
-                                                                self.next_upstream_timeout)))
+            out.append(("proxy_next_upstream_timeout", f"{self.next_upstream_timeout}s"))
+        if self.proxy_redirect is not None:
+            out.append(("proxy_redirect", " ".join(self.proxy_redirect)))
+        if self.cookie_domain is not None:
+            out.append(("proxy_cookie_domain", " ".join(self.cookie_domain)))
+        if self.cookie_path is not None:
+            out.append(("proxy_cookie_path", " ".join(self.cookie_path)))
+        if self.limit_rate_after:
+            out.append(("limit_rate_after", str(self.limit_rate_after)))
+        if not self.access_log:
+            out.append(("access_log", "off"))
         return tuple(sorted(out))
+
+
+# --- lanes.DIRECTIVES validators (the text each directive gets in nginx.conf) ---------
 
 
 def _next_upstream_directive(field: str, text: str) -> str:
@@ -283,8 +295,34 @@ def _timeout_directive(field: str, text: str) -> str:
     return text
 
 
-# For lanes.DIRECTIVES (each a directive these settings need).
+def _pair(check) -> Any:
+    def validate(field: str, text: str) -> str:
+        parts = text.split(" ")
+        if len(parts) != 2:
+            raise v.ValidationError(field, text, "must be '<from> <to>'")
+        return " ".join(check(field, part) for part in parts)
+
+    return validate
+
+
+def _access_log_directive(field: str, text: str) -> str:
+    if text != "off":
+        raise v.ValidationError(field, text, "must be off")
+    return text
+
+
+def _count_bytes(field: str, text: str) -> str:
+    if not re.fullmatch(r"[0-9]{1,13}", text):
+        raise v.ValidationError(field, text, "must be a number of bytes")
+    return text
+
+
 LANE_DIRECTIVES = {
     "proxy_next_upstream": _next_upstream_directive,
     "proxy_next_upstream_timeout": _timeout_directive,
+    "proxy_redirect": _pair(redirect_prefix),
+    "proxy_cookie_domain": _pair(lambda f, t: _cookie_part("domain", f, t)),
+    "proxy_cookie_path": _pair(lambda f, t: _cookie_part("path", f, t)),
+    "limit_rate_after": _count_bytes,
+    "access_log": _access_log_directive,
 }

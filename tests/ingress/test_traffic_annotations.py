@@ -12,37 +12,49 @@ from platformd.ingress.annotations import PREFIX
 from platformd.ingress.model import RateLimit, Redirect
 from platformd.ingress.traffic import Traffic
 from tests.ingress.test_annotations import SERVICES, loc, served
-from tests.ingress.test_translate_fixtures import ingress, path, rule, server, translate
+from tests.ingress.test_translate_fixtures import ingress, path, rendered, rule, server, translate
 
 VALID = [
-    ({"x-forwarded-prefix": "/shop"}, Traffic(forwarded_prefix="/shop")),
-    ({"preserve-trailing-slash": "true"}, Traffic(preserve_trailing_slash=True)),
-    ({"proxy-redirect-from": "http://internal/", "proxy-redirect-to": "https://app.example.com/"},
-     Traffic(proxy_redirect=("http://internal/", "https://app.example.com/"))),
-    ({"proxy-redirect-from": "off", "proxy-redirect-to": "/x"}, Traffic()),
-    ({"proxy-redirect-from": "default"}, Traffic()),
-    ({"proxy-cookie-domain": "localhost example.org"}, Traffic(cookie_domain=("localhost", "example.org"))),
-    ({"proxy-cookie-domain": "off"}, Traffic()),
-    ({"proxy-cookie-path": "/app/ /"}, Traffic(cookie_path=("/app/", "/"))),
-    ({"connection-proxy-header": "keep-alive"}, Traffic(connection_header="keep-alive")),
-    ({"proxy-next-upstream": "error timeout http_502"},
-     Traffic(next_upstream=("error", "http_502", "timeout"))),
-    ({"proxy-next-upstream": "off"}, Traffic(next_upstream=("off",))),
-    ({"proxy-next-upstream-tries": "5", "proxy-next-upstream-timeout": "10"},
-     Traffic(next_upstream_tries=5, next_upstream_timeout=10)),
-    ({"limit-rate": "100", "limit-rate-after": "1000"}, Traffic(limit_rate=102400, limit_rate_after=1024000)),
-
-    ({"enable-access-log": "false"}, Traffic(access_log=False)),
-    ({"enable-rewrite-log": "true"}, Traffic(rewrite_log=True)),
+    # (annotations, the Location's traffic, its lane directives)
+    ({"x-forwarded-prefix": "/shop"}, Traffic(forwarded_prefix="/shop"), ()),
+    ({"preserve-trailing-slash": "true"}, Traffic(preserve_trailing_slash=True), ()),
+    ({"proxy-redirect-from": "http://internal/", "proxy-redirect-to": "https://app.example.com/"}, Traffic(),
+     (("proxy_redirect", "http://internal/ https://app.example.com/"),)),
+    ({"proxy-redirect-from": "off", "proxy-redirect-to": "/x"}, Traffic(), ()),
+    ({"proxy-redirect-from": "default"}, Traffic(), ()),
+    ({"proxy-cookie-domain": "localhost example.org"}, Traffic(),
+     (("proxy_cookie_domain", "localhost example.org"),)),
+    ({"proxy-cookie-domain": "off"}, Traffic(), ()),
+    ({"proxy-cookie-path": "/app/ /"}, Traffic(), (("proxy_cookie_path", "/app/ /"),)),
+    ({"connection-proxy-header": "keep-alive"}, Traffic(connection_header="keep-alive"), ()),
+    ({"proxy-next-upstream": "error timeout http_502"}, Traffic(),
+     (("proxy_next_upstream", "error http_502 timeout"),)),
+    ({"proxy-next-upstream": "off"}, Traffic(next_upstream_off=True), ()),
+    ({"proxy-next-upstream-tries": "5", "proxy-next-upstream-timeout": "10"}, Traffic(next_upstream_tries=5),
+     (("proxy_next_upstream_timeout", "10s"),)),
+    ({"limit-rate": "100", "limit-rate-after": "1000"}, Traffic(limit_rate=102400),
+     (("limit_rate_after", "1024000"),)),
+    ({"enable-access-log": "false"}, Traffic(), (("access_log", "off"),)),
+    ({"enable-rewrite-log": "true"}, Traffic(rewrite_log=True), ()),
+    ({"proxy-http-version": "1.0", "proxy-request-buffering": "off", "client-body-buffer-size": "64k"}, Traffic(),
+     (("client_body_buffer_size", "64k"), ("proxy_http_version", "1.0"), ("proxy_request_buffering", "off"))),
+    ({"proxy-http-version": "1.1", "proxy-request-buffering": "on"}, Traffic(), ()),
+    ({"proxy-buffer-size": "16k"}, Traffic(),
+     (("proxy_buffer_size", "16k"), ("proxy_buffers", "4 16k"), ("proxy_busy_buffers_size", "16k"))),
+    ({"proxy-buffers-number": "8", "proxy-max-temp-file-size": "0"}, Traffic(),
+     (("proxy_buffer_size", "4k"), ("proxy_buffers", "8 4k"), ("proxy_busy_buffers_size", "4k"),
+      ("proxy_max_temp_file_size", "0"))),
 ]
 
 
-@pytest.mark.parametrize("annotations,expected", VALID, ids=[",".join(a) for a, _ in VALID])
-def test_valid_traffic_annotations(annotations, expected):
+@pytest.mark.parametrize("annotations,traffic,directives", VALID, ids=[",".join(a) for a, _, _ in VALID])
+def test_valid_traffic_annotations(annotations, traffic, directives):
     result = served(annotations)
     assert result.problems == (), result.problems
-    assert loc(result).traffic == expected
+    assert loc(result).traffic == traffic
+    assert loc(result).lane_directives == directives
     routes.payload(result.configuration)  # and it makes a route table
+    rendered(result)  # and nginx.conf
 
 
 def test_limit_rate_turns_buffering_on_unless_set():
@@ -65,7 +77,10 @@ def test_rate_limit_annotations():
 INVALID = [
     ("x-forwarded-prefix", "/a<b>"), ("x-forwarded-prefix", " /lead"), ("x-forwarded-prefix", "/" + "a" * 2000),
     ("preserve-trailing-slash", "yes please"),
-    ("proxy-redirect-from", "http://a b/"), ("proxy-redirect-to", "<x>"),
+    ("proxy-redirect-from", "http://a b/"), ("proxy-redirect-to", "<x>"), ("proxy-redirect-to", "#x"),
+    ("proxy-redirect-to", "x/y"), ("proxy-buffer-size", "8k;"), ("proxy-buffer-size", "100g"),
+    ("proxy-buffers-number", "2"), ("proxy-max-temp-file-size", "1k"), ("proxy-http-version", "2.0"),
+    ("proxy-request-buffering", "maybe"), ("client-body-buffer-size", "1 k"),
     ("proxy-cookie-domain", "example.org"), ("proxy-cookie-domain", "a b c"), ("proxy-cookie-domain", "a_b c"),
     ("proxy-cookie-path", "/a"), ("proxy-cookie-path", "/a <b>"),
     ("connection-proxy-header", "up<grade"),

@@ -48,6 +48,18 @@ def apply(dataplane, *locations: Location, endpoints: dict[str, tuple[Endpoint, 
     assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
 
 
+def annotated(path: str, backend: str = "web", **annotations: str) -> Location:
+    """A Location with what these annotations (``proxy_http_version`` for
+    ``proxy-http-version``) ask for, as the translator makes it."""
+    from platformd.ingress.annotations import PREFIX, parse
+
+    parsed = parse({PREFIX + k.replace("_", "-"): val for k, val in annotations.items()})
+    assert parsed.errors == (), parsed.errors
+    ann = parsed.annotations
+    return Location(path, backend=backend, proxy=ann.proxy, traffic=ann.traffic, rate_limit=ann.rate_limit,
+                    lane_directives=ann.traffic_directives)
+
+
 def dead_endpoint() -> Endpoint:
     """An address nothing listens on (bound, then closed)."""
     with socket.socket() as sock:
@@ -71,10 +83,11 @@ def test_request_headers_and_response_rewrites(dataplane, scripted):
     r = dataplane.get("/redirect", host=HOST)
     assert r.headers["location"] == "http://internal.example:8080/app/next"
 
-    traffic = Traffic(forwarded_prefix="/shop", connection_header="keep-alive",
-                      proxy_redirect=("http://internal.example:8080/app/", "https://app.example/"),
-                      cookie_domain=("internal.example", "app.example"), cookie_path=("/app", "/"))
-    apply(dataplane, Location("/", backend="web", traffic=traffic), endpoints=eps)
+    apply(dataplane, annotated("/", x_forwarded_prefix="/shop", connection_proxy_header="keep-alive",
+                               proxy_redirect_from="http://internal.example:8080/app/",
+                               proxy_redirect_to="https://app.example/",
+                               proxy_cookie_domain="internal.example app.example", proxy_cookie_path="/app /"),
+          endpoints=eps)
     headers = seen_headers(dataplane.get("/x", host=HOST))
     assert headers["x-forwarded-prefix"] == "/shop"
     assert headers["connection"] == "keep-alive"
@@ -82,7 +95,18 @@ def test_request_headers_and_response_rewrites(dataplane, scripted):
     assert r.status_code == 302
     assert r.headers["location"] == "https://app.example/next"
     assert r.headers["set-cookie"] == "s=1; Domain=app.example; Path=/"
-    assert reloads(dataplane) == start
+    # The response rewrites are a generated lane: one reload when it first appears.
+    assert reloads(dataplane) == start + 1
+    # X-Forwarded-Prefix and Connection alone are per request; the lane goes
+    # with its last route (lanes.py: one more reload), then changes reload nothing.
+    apply(dataplane, annotated("/", x_forwarded_prefix="/other", connection_proxy_header="close"), endpoints=eps)
+    headers = seen_headers(dataplane.get("/x", host=HOST))
+    assert (headers["x-forwarded-prefix"], headers["connection"]) == ("/other", "close")
+    after = reloads(dataplane)
+    assert after == start + 2
+    apply(dataplane, annotated("/", x_forwarded_prefix="/third"), endpoints=eps)
+    assert seen_headers(dataplane.get("/x", host=HOST))["x-forwarded-prefix"] == "/third"
+    assert reloads(dataplane) == after
 
 
 def test_next_upstream_tries(dataplane, scripted):
@@ -97,7 +121,7 @@ def test_next_upstream_tries(dataplane, scripted):
     start = reloads(dataplane)
     assert [dataplane.get("/", host=HOST).status_code for _ in range(6)] == [200] * 6
     assert [dataplane.get("/lane", host=HOST).status_code for _ in range(6)] == [200] * 6
-    for traffic in (Traffic(next_upstream_tries=1), Traffic(next_upstream=("off",))):
+    for traffic in (Traffic(next_upstream_tries=1), Traffic(next_upstream_off=True)):
         apply(dataplane, Location("/", backend="web", traffic=traffic), endpoints=eps)
         before = b.hits
         statuses = [dataplane.get("/", host=HOST).status_code for _ in range(6)]
@@ -111,8 +135,7 @@ def test_limit_rate_throttles_after_the_free_bytes(dataplane, scripted):
     eps = {"web": (b.endpoint,)}
     # 64 KiB answer; the first 32 KiB free, then 16 KiB/s: about 2 s for the rest.
     # (limit-rate turns buffering on: nginx does not throttle unbuffered proxying.)
-    apply(dataplane, Location("/", backend="web", proxy=ProxySettings(buffering=True),
-                              traffic=Traffic(limit_rate=16 * 1024, limit_rate_after=32 * 1024)),
+    apply(dataplane, annotated("/", limit_rate="16", limit_rate_after="32"),
           Location("/free", backend="web"), endpoints=eps)
     started = time.monotonic()
     r = dataplane.get("/bytes/65536", host=HOST)
@@ -158,7 +181,7 @@ def test_access_log_off_and_rewrite_log(dataplane, scripted, capfd):
     (b,) = scripted(1)
     eps = {"web": (b.endpoint,)}
     apply(dataplane,
-          Location("/quiet", backend="web", traffic=Traffic(access_log=False)),
+          annotated("/quiet", enable_access_log="false"),
           Location("/loud", backend="web", traffic=Traffic(forwarded_prefix="/l")),
           Location("/old", backend="web", rewrite_target="/new", traffic=Traffic(rewrite_log=True)),
           endpoints=eps)
