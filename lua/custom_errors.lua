@@ -14,10 +14,13 @@ local M = {}
 local ngx = ngx
 local SEP = "|" -- never in a backend or Kubernetes name
 
---- In the lane (traffic.apply): the route's error backend and names.
-function M.remember(errors)
+--- In the lane (traffic.apply): the route's error backend and names, and
+-- the limit-connections key the request holds (router.limits), which the
+-- error location's log phase must release (ngx.ctx does not survive the
+-- internal redirect).
+function M.remember(errors, conn_key)
   ngx.var.platform_error = table.concat({ errors.backend, errors.namespace, errors.ingress, errors.service,
-                                          errors.port }, SEP)
+                                          errors.port, conn_key and ngx.encode_base64(conn_key) or "" }, SEP)
 end
 
 --- The status being replaced: the last of $upstream_status ("502, 404" after
@@ -26,16 +29,19 @@ function M.code(upstream_status)
   return (upstream_status or ""):match("(%d%d%d)[^%d]*$")
 end
 
---- $platform_error -> backend, namespace, ingress, service, port.
+--- $platform_error -> backend, namespace, ingress, service, port, base64 connection key ("" none).
 function M.parse(value)
-  return (value or ""):match("^([^|]+)|([^|]+)|([^|]+)|([^|]+)|([^|]+)$")
+  return (value or ""):match("^([^|]+)|([^|]+)|([^|]+)|([^|]+)|([^|]+)|([^|]*)$")
 end
 
 function M.route()
   local var = ngx.var
-  local backend, namespace, ingress, service, port = M.parse(var.platform_error)
+  local backend, namespace, ingress, service, port, conn = M.parse(var.platform_error)
   if backend == nil then
     return ngx.exit(ngx.HTTP_NOT_FOUND)
+  end
+  if conn ~= "" then
+    ngx.ctx.platform_conn = ngx.decode_base64(conn) -- released by router.log()
   end
   local set_header = ngx.req.set_header
   set_header("X-Code", M.code(var.upstream_status) or tostring(ngx.status))

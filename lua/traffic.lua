@@ -102,7 +102,7 @@ function M.apply(t, rewritten)
     ngx.ctx.platform_retries = t.retries
   end
   if t.errors ~= nil then
-    require("custom_errors").remember(t.errors)
+    require("custom_errors").remember(t.errors, ngx.ctx.platform_conn)
   end
   if t.rewrite_log and rewritten then
     -- nginx's rewrite_log says what a rewrite did, at notice level.

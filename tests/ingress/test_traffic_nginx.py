@@ -372,3 +372,20 @@ def test_upstream_hash_by_subset_spreads_a_key_over_its_subset(dataplane, backen
         assert len(names) == 3, (key, names)  # 40 random picks over 3 members: all seen (1 - 3*(2/3)^40)
     assert len({frozenset(n) for n in seen.values()}) >= 2  # keys land on different subsets
     assert reloads(dataplane) == start
+
+
+def test_custom_errors_release_the_connection_limit(dataplane, scripted):
+    """limit-connections with custom-http-errors: the error location's log
+    phase releases the connection the lane counted (ngx.ctx is lost on the
+    internal redirect), so sequential requests are never refused."""
+    from platformd.ingress import custom_errors
+
+    app, errors_backend = scripted(2)
+    app.fail_with = 404
+    errors = custom_errors.CustomErrors((404,), "errors", "shop", "web-ingress", "web", "80")
+    apply(dataplane, Location("/", backend="web", rate_limit=RateLimit(connections=1), traffic=Traffic(errors=errors),
+                              lane_directives=custom_errors.lane_pairs(errors.codes)),
+          endpoints={"web": (app.endpoint,), "errors": (errors_backend.endpoint,)})
+    for _ in range(5):
+        r = dataplane.get("/x", host=HOST)
+        assert r.headers.get("x-backend") == errors_backend.name, (r.status_code, r.text)

@@ -59,8 +59,10 @@ end)
 
 describe("custom_errors", function()
   it("reads back what the lane remembered", function()
-    local backend, namespace, ingress, service, port = custom_errors.parse("ns.errors.80|ns|web|svc|80")
-    assert.are.same({ "ns.errors.80", "ns", "web", "svc", "80" }, { backend, namespace, ingress, service, port })
+    local backend, namespace, ingress, service, port, conn = custom_errors.parse("ns.errors.80|ns|web|svc|80|")
+    assert.are.same({ "ns.errors.80", "ns", "web", "svc", "80", "" },
+                    { backend, namespace, ingress, service, port, conn })
+    assert.are.equal("a2V5", select(6, custom_errors.parse("b|n|i|s|80|a2V5")))
     assert.is_nil(custom_errors.parse(""))
     assert.is_nil(custom_errors.parse("a|b"))
   end)
