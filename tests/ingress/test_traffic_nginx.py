@@ -284,6 +284,13 @@ def test_next_upstream_on_502_only_when_configured_and_tries_counted(dataplane, 
     before = attempts()
     assert dataplane.get("/status/404", host=HOST).status_code == 404
     assert attempts() - before == 1  # http_404 not listed
+    before = attempts()
+    post = httpx.post(dataplane.http_url + "/status/502", headers={"Host": HOST}, content=b"x")
+    assert post.status_code == 502 and attempts() - before == 1  # POST is not idempotent: as nginx, no retry
+    apply(dataplane, location(proxy_next_upstream="error timeout http_502 non_idempotent"), endpoints=eps)
+    before = attempts()
+    post = httpx.post(dataplane.http_url + "/status/502", headers={"Host": HOST}, content=b"x")
+    assert post.status_code == 502 and attempts() - before == 3
     apply(dataplane, location(proxy_next_upstream="error timeout http_502", proxy_next_upstream_tries="2"),
           endpoints=eps)
     before = attempts()
