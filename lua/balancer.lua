@@ -411,9 +411,12 @@ local function balance_chosen(chosen)
     local last = tried[#tried]
     log_retry(last)
     local affinity = chosen.backend.session_affinity
-    if affinity ~= nil and not affinity.change_on_failure then
-      -- As ingress-nginx: a session stays on its endpoint, failed or not,
-      -- unless session-cookie-change-on-failure is set.
+    local instance = chosen.instance
+    if affinity ~= nil and not affinity.change_on_failure and instance.is_affinitized ~= nil
+        and instance:is_affinitized(chosen.request) then
+      -- As ingress-nginx: a request of an existing session stays on its
+      -- endpoint, failed or not, unless session-cookie-change-on-failure is
+      -- set; a new session moves on (and its cookie with it).
       endpoint = chosen.endpoint
     else
       local seen = {}

@@ -134,3 +134,21 @@ def test_affinity_canary_behavior_legacy(dataplane, backends):
             apply(dataplane, primary, canary_backend(0))
             r = client.get(dataplane.http_url + "/", headers={"Host": HOST, "Cookie": cookie})
             assert r.text == expected, behavior
+
+
+def test_a_new_session_moves_off_a_failing_endpoint(dataplane, request):
+    """Without a cookie there is no session to keep: a failed first attempt
+    is retried on another endpoint and the cookie names that one."""
+    a, b = ScriptedBackend("a"), ScriptedBackend("b")
+    request.addfinalizer(a.stop)
+    request.addfinalizer(b.stop)
+    affinity = SessionAffinity(cookie_name="route", mode=AffinityMode.PERSISTENT)
+    apply(dataplane, Backend("app", endpoints=(a.endpoint, b.endpoint), session_affinity=affinity))
+    a.kill()
+    with fresh() as client:
+        for _ in range(4):  # round robin sends some first attempts to a
+            r = client.get(dataplane.http_url + "/", headers={"Host": HOST})
+            assert (r.status_code, r.headers["x-backend"]) == (200, b.name)
+            cookie = r.headers["set-cookie"].split(";")[0]
+            again = client.get(dataplane.http_url + "/", headers={"Host": HOST, "Cookie": cookie})
+            assert again.headers["x-backend"] == b.name and "set-cookie" not in again.headers
