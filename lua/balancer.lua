@@ -66,6 +66,7 @@ M.registry = {
   round_robin = require("balancer.round_robin"),
   ewma = require("balancer.ewma"),
   chash = require("balancer.chash"),
+  chash_subset = require("balancer.chash_subset"),
   sticky_balanced = require("balancer.sticky_balanced"),
   sticky_persistent = require("balancer.sticky_persistent"),
 }
@@ -80,7 +81,7 @@ M.unavailable = nil
 
 function M.algorithm_for(backend)
   if backend.upstream_hash_by ~= nil and backend.upstream_hash_by ~= "" then
-    return "chash"
+    return backend.upstream_hash_by_subset_size ~= nil and "chash_subset" or "chash"
   end
   local affinity = backend.session_affinity
   if affinity ~= nil and affinity.type == "cookie" then
@@ -151,6 +152,8 @@ local function entry_for(backend, previous)
     plain = not M.needs_access(backend, algorithm),
     retries = math.max(math.min(#backend.endpoints - 1, M.MAX_RETRIES), 0),
     header_var = policy and policy.header and policy.header ~= "" and header_var(policy.header) or nil,
+    -- affinity-canary-behavior "legacy": this backend's sessions do not decide canary routing.
+    legacy_canary = backend.session_affinity ~= nil and backend.session_affinity.canary_behavior == "legacy",
     cookie_var = policy and policy.cookie and policy.cookie ~= "" and cookie_vars[policy.cookie] or nil,
   }
 end
@@ -252,6 +255,9 @@ end
 
 local function affinitized(name, request)
   local entry = state.entries[name]
+  if entry ~= nil and entry.legacy_canary then
+    return false
+  end
   local instance = entry and entry.instance
   return instance ~= nil and instance.is_affinitized ~= nil and instance:is_affinitized(request)
 end
@@ -303,7 +309,7 @@ local function pick(can_set_cookie)
   local chosen = {
     backend = entry.backend,
     instance = entry.instance,
-    retries = entry.retries,
+    retries = M.retries(entry, ngx.ctx.platform_retries),
     request = request,
     endpoint = endpoint,
     tried = {},
@@ -370,6 +376,29 @@ local function log_retry(last)
   ngx.log(ngx.INFO, "upstream ", tostring(last), " failed (", tostring(state_name), " ", tostring(code), "), retrying")
 end
 
+--- session-cookie-change-on-failure: the session cookie now names `endpoint`
+-- (replacing one this request set already). nginx has sent no header yet,
+-- so the balancer phase may still set response headers.
+function M.repin(instance, affinity, endpoint)
+  local value = instance:cookie_for(endpoint)
+  if value == nil then
+    return
+  end
+  local prefix = require("util.cookie").name(affinity.cookie) .. "="
+  local kept = {}
+  local current = ngx.header["Set-Cookie"]
+  if type(current) == "string" then
+    current = { current }
+  end
+  for _, header in ipairs(current or NONE) do
+    if header:sub(1, #prefix) ~= prefix then
+      kept[#kept + 1] = header
+    end
+  end
+  kept[#kept + 1] = value
+  ngx.header["Set-Cookie"] = kept
+end
+
 --- Balancer phase for a pick made by `pick` (access phase or just now).
 local function balance_chosen(chosen)
   local endpoint = chosen.endpoint
@@ -381,11 +410,24 @@ local function balance_chosen(chosen)
   else
     local last = tried[#tried]
     log_retry(last)
-    local seen = {}
-    for _, key in ipairs(tried) do
-      seen[key] = true
+    local affinity = chosen.backend.session_affinity
+    local instance = chosen.instance
+    if affinity ~= nil and not affinity.change_on_failure and instance.is_affinitized ~= nil
+        and instance:is_affinitized(chosen.request) then
+      -- As ingress-nginx: a request of an existing session stays on its
+      -- endpoint, failed or not, unless session-cookie-change-on-failure is
+      -- set; a new session moves on (and its cookie with it).
+      endpoint = chosen.endpoint
+    else
+      local seen = {}
+      for _, key in ipairs(tried) do
+        seen[key] = true
+      end
+      endpoint = next_untried(chosen.backend.endpoints, seen, last) or endpoint
+      if affinity ~= nil and chosen.instance.cookie_for ~= nil then
+        M.repin(chosen.instance, affinity, endpoint)
+      end
     end
-    endpoint = next_untried(chosen.backend.endpoints, seen, last) or endpoint
   end
   tried[#tried + 1] = endpoint_key(endpoint)
   return set_peer(endpoint)
@@ -426,7 +468,18 @@ function M.routed(name)
   end
 end
 
-function M.balance()
+--- Extra attempts for a request to `entry`: the route's (`route_retries`,
+-- proxy-next-upstream-tries, lua/traffic.lua) or the default, never more
+-- than the other endpoints.
+function M.retries(entry, route_retries)
+  if route_retries == nil then
+    return entry.retries
+  end
+  return math.max(math.min(#entry.backend.endpoints - 1, route_retries), 0)
+end
+
+-- `route_retries`: the route's proxy-next-upstream-tries (named lanes only).
+function M.balance(route_retries)
   refresh()
   local name
   if routed_request ~= nil and get_request() == routed_request then
@@ -449,6 +502,9 @@ function M.balance()
     return balance_chosen(chosen)
   end
   local retries = entry.retries
+  if route_retries ~= nil then
+    retries = M.retries(entry, route_retries)
+  end
   if retries > 0 then
     -- Only a request given more tries comes back after a failure (with one
     -- endpoint nginx has a single try), so only such a request asks.
@@ -489,14 +545,15 @@ end
 --- Balancer phase of `upstream_lane` (the router's named lanes): the
 -- route's timeouts (router.lua puts them in ngx.ctx), then as balance().
 function M.balance_lane()
-  local timeouts = ngx.ctx.platform_timeouts
+  local ctx = ngx.ctx
+  local timeouts = ctx.platform_timeouts
   if timeouts ~= nil then
     local ok, err = set_timeouts(timeouts[1], timeouts[2], timeouts[3])
     if not ok then
       ngx.log(ngx.ERR, "set_timeouts: ", err)
     end
   end
-  return M.balance()
+  return M.balance(ctx.platform_retries)
 end
 
 local function split(list)

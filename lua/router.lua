@@ -59,6 +59,7 @@ local ngx_var = ngx and ngx.var
 local re_match = ngx and ngx.re.match
 local limit -- util.limit, loaded by M.init (it needs the shared dict)
 local client_tls -- loaded by M.init
+local traffic = require("traffic")
 local byte = string.byte
 local sub = string.sub
 
@@ -122,6 +123,11 @@ local function compile_policy(p)
     burst = p.limit_burst,
     connections = p.limit_connections,
     proxy = redirect == nil,
+    rpm = p.limit_rpm or 0,
+    rpm_burst = p.limit_rpm_burst or 0,
+    req_status = p.limit_status and p.limit_status[1] or 503,
+    conn_status = p.limit_status and p.limit_status[2] or 503,
+    traffic = traffic.compile(value(p.traffic)),
   }
   local gateway_redirect = value(p.request_redirect)
   if gateway_redirect ~= nil then
@@ -131,6 +137,7 @@ local function compile_policy(p)
   -- Served by `fast()` alone: nothing to apply but the proxy itself.
   policy.simple = p.fast and policy.proxy and cors == nil and rewrite_target == nil
     and p.limit_rps == 0 and p.limit_connections == 0 and p.allow[1] == nil and p.deny[1] == nil
+    and policy.rpm == 0 and policy.traffic == nil
   if rewrite_target ~= nil then
     policy.rewrite_parts = target_parts(rewrite_target)
     policy.rewrite_query = rewrite_target:find("?", 1, true) ~= nil
@@ -147,6 +154,9 @@ local function compile_policy(p)
   end
   policy.headers = headers.compile(p.headers)
   policy.mirror = mirror.compile(p.mirror)
+  if p.limit_allow ~= nil and p.limit_allow[1] ~= nil then
+    policy.limit_allow = assert(cidr.compile(p.limit_allow))
+  end
   return policy
 end
 
@@ -427,8 +437,9 @@ local function too_large(policy)
   return false
 end
 
-local function ssl_redirect(routes)
-  return ngx.redirect("https://" .. ngx_var.host .. routes.port_suffix .. ngx_var.request_uri, routes.ssl_code)
+local function ssl_redirect(routes, policy)
+  local uri = traffic.redirect_uri(policy.traffic, ngx_var.request_uri)
+  return ngx.redirect("https://" .. ngx_var.host .. routes.port_suffix .. uri, routes.ssl_code)
 end
 
 -- CORS: the origin to echo ("" none), and the preflight answer.
@@ -501,13 +512,19 @@ end
 
 local function limits(location, policy)
   local addr = ngx_var.binary_remote_addr
+  if policy.limit_allow ~= nil and cidr.contains(policy.limit_allow, addr) then
+    return -- limit-allowlist
+  end
+  if policy.rpm > 0 and not limit.request(location.zone .. "m" .. addr, policy.rpm / 60, policy.rpm_burst) then
+    return ngx.exit(policy.req_status)
+  end
   if policy.rps > 0 and not limit.request(location.zone .. "r" .. addr, policy.rps, policy.burst) then
-    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    return ngx.exit(policy.req_status)
   end
   if policy.connections > 0 then
     local key = location.zone .. "c" .. addr
     if not limit.acquire(key, policy.connections) then
-      return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+      return ngx.exit(policy.conn_status)
     end
     ngx.ctx.platform_conn = key
   end
@@ -573,6 +590,9 @@ function M.route(lane)
   local redirect = host.redirect
   if redirect ~= nil then
     ngx_var.proxy_upstream_name = "redirect"
+    if redirect.host ~= nil then -- from-to-www-redirect (platformd.ingress.www_redirect)
+      return ngx.redirect(var_access_scheme() .. "://" .. redirect.host .. ngx_var.request_uri, redirect.code)
+    end
     return ngx.redirect(redirect.target, redirect.code)
   end
   local location = M.match(host, var_uri())
@@ -592,7 +612,7 @@ function M.route(lane)
     return ngx.exit(413)
   end
   if policy.ssl_redirect and var_access_scheme() == "http" then
-    return ssl_redirect(routes)
+    return ssl_redirect(routes, policy)
   end
   if not policy.proxy then
     if policy.request_redirect ~= nil then
@@ -609,7 +629,7 @@ function M.route(lane)
   if location.rewrite ~= nil then
     rewrite(location, policy)
   end
-  if policy.rps > 0 or policy.connections > 0 then
+  if policy.rps > 0 or policy.connections > 0 or policy.rpm > 0 then
     limits(location, policy)
   end
   if policy.auth ~= nil then
@@ -631,6 +651,9 @@ function M.route(lane)
     ngx_var.platform_scheme = policy.auto_scheme and ngx_var.scheme or policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
+    if policy.traffic ~= nil then
+      traffic.apply(policy.traffic, location.rewrite ~= nil)
+    end
     return balancer.access()
   end
 end

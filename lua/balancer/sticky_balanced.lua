@@ -74,4 +74,21 @@ function M:balance(request)
   return self.ring:find(key)
 end
 
+--- The Set-Cookie value of a new session the ring gives to `endpoint`
+-- (session-cookie-change-on-failure), or nil: keys are random, so a few
+-- draws find one (1/n of them land on each of n endpoints).
+function M:cookie_for(endpoint)
+  for _ = 1, 64 * math.max(#self.ring.points, 1) do
+    local key = self:new_session_key()
+    local owner = self.ring:find(key)
+    if owner == nil then
+      return nil
+    end
+    if owner.address == endpoint.address and owner.port == endpoint.port then
+      return cookie.format(self.options, key .. "." .. self.tag)
+    end
+  end
+  return nil
+end
+
 return M

@@ -50,4 +50,9 @@ function M:balance(request)
   return endpoint
 end
 
+--- The Set-Cookie value pinning a session to `endpoint` (session-cookie-change-on-failure).
+function M:cookie_for(endpoint)
+  return cookie.format(self.options, digest(endpoint_key(endpoint)))
+end
+
 return M

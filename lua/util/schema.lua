@@ -157,7 +157,17 @@ local function check_affinity(obj, path, deps)
     samesite = opt_string(c, "samesite", cpath, deps),
     max_age = opt_integer(c, "max_age", cpath, deps, 0, 2^31 - 1),
     secure = opt_boolean(c, "secure", cpath, deps),
+    domain = opt_string(c, "domain", cpath, deps),
+    expires = opt_integer(c, "expires", cpath, deps, 1, 2^31 - 1),
+    conditional_samesite_none = opt_boolean(c, "conditional_samesite_none", cpath, deps),
   }
+  if cookie.domain ~= nil and (#cookie.domain > 253 or not cookie.domain:match("^%.?[%w][%w%.%-]*$")) then
+    fail(cpath .. ".domain", "must be a domain name")
+  end
+  local canary_behavior = opt_string(value, "canary_behavior", path, deps) or "sticky"
+  if canary_behavior ~= "sticky" and canary_behavior ~= "legacy" then
+    fail(path .. ".canary_behavior", "must be \"sticky\" or \"legacy\"")
+  end
   if cookie.name ~= nil and cookie.name ~= "" and not cookie.name:match(TOKEN) then
     fail(cpath .. ".name", "must be an HTTP token")
   end
@@ -167,7 +177,8 @@ local function check_affinity(obj, path, deps)
   if cookie.samesite ~= nil and cookie.samesite ~= "" and not M.SAMESITE[cookie.samesite] then
     fail(cpath .. ".samesite", "must be Strict, Lax or None")
   end
-  return { type = "cookie", mode = mode, cookie = cookie }
+  return { type = "cookie", mode = mode, cookie = cookie, canary_behavior = canary_behavior,
+           change_on_failure = opt_boolean(value, "change_on_failure", path, deps) == true }
 end
 
 local function check_policy(obj, path, deps)
@@ -223,6 +234,7 @@ local function check_backend(value, path, deps)
     endpoints = endpoints,
     load_balance = opt_string(value, "load_balance", path, deps),
     upstream_hash_by = opt_string(value, "upstream_hash_by", path, deps),
+    upstream_hash_by_subset_size = opt_integer(value, "upstream_hash_by_subset_size", path, deps, 1, 1000),
     session_affinity = check_affinity(value, path, deps),
     traffic_shaping_policy = check_policy(value, path, deps),
     alternative_backends = {},
@@ -395,6 +407,11 @@ local function check_redirect(obj, field, path, deps, codes)
   if #redirect.target > 2048 or not redirect.target:match(TARGET) then
     fail(path .. ".target", "must be a path or an http(s) URL")
   end
+  -- from-to-www-redirect: the host the request's URI goes to.
+  local host = opt_string(value, "host", path, deps)
+  if host ~= nil and (#host > 253 or not host:match("^[%w][%w%.%-]*$")) then
+    fail(path .. ".host", "must be a host name")
+  end
   return redirect
 end
 
@@ -508,7 +525,22 @@ local function check_route_policy(value, path, deps)
     limit_burst = required(value, "limit_burst", path, deps, opt_integer, 0, 1e12),
     limit_connections = required(value, "limit_connections", path, deps, opt_integer, 0, 1e9),
     request_redirect = check_request_redirect(value, path, deps),
+    limit_rpm = opt_integer(value, "limit_rpm", path, deps, 0, 6e10) or 0,
+    limit_rpm_burst = opt_integer(value, "limit_rpm_burst", path, deps, 0, 1e14) or 0,
+    limit_allow = check_addresses(value, "limit_allow", path, deps),
   }
+  require("traffic").check(value.traffic, path .. ".traffic", fail, deps.null)
+  local status = value.limit_status
+  if status ~= nil and status ~= deps.null then
+    if not is_array(status) or #status ~= 2 then
+      fail(path .. ".limit_status", "must be [requests, connections]")
+    end
+    for i = 1, 2 do
+      if not is_integer(status[i]) or status[i] < 400 or status[i] > 599 then
+        fail(path .. ".limit_status[" .. i .. "]", "must be a status from 400 to 599")
+      end
+    end
+  end
   -- A generated lane (platform/ingress/lanes.py) is named by a digest; the
   -- data plane pushes routes naming one only once nginx runs it.
   if not LANES[policy.lane] and not (type(policy.lane) == "string"
@@ -575,7 +607,7 @@ local function check_route(value, path, deps, policies)
       fail(path .. ".rewrite", "set without a rewrite_target")
     end
   end
-  if (policy.limit_rps > 0 or policy.limit_connections > 0) and (route.zone == nil or not route.zone:match("^%x+$")) then
+  if (policy.limit_rps > 0 or policy.limit_connections > 0 or policy.limit_rpm > 0) and (route.zone == nil or not route.zone:match("^%x+$")) then
     fail(path .. ".zone", "a limited route needs a zone")
   end
   return route

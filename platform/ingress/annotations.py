@@ -59,6 +59,8 @@ from platformd.ingress.model import (
     service_backend_name,
 )
 from platformd.ingress.mirror import Mirror
+from platformd.ingress import custom_errors
+from platformd.ingress import traffic as traffic_mod
 
 __all__ = ["PREFIX", "AnnotationError", "Annotations", "Parsed", "parse"]
 
@@ -116,6 +118,13 @@ class Annotations:
     ssl_passthrough: bool = False
     # per host: ssl-ciphers, ssl-prefer-server-ciphers (host_tls.py)
     host_tls: host_tls.HostTls | None = None
+    # per path: retries, response rewriting, bandwidth, logs (platformd.ingress.traffic)
+    traffic: traffic_mod.Traffic = traffic_mod.Traffic()
+    from_to_www_redirect: bool = False  # per host
+    # per path: settings only a directive applies (Location.lane_directives)
+    traffic_directives: tuple[tuple[str, str], ...] = ()
+    custom_http_errors: tuple[int, ...] = ()  # platformd.ingress.custom_errors
+    upstream_hash_subset_size: int = 0  # per backend: upstream-hash-by-subset (+ -size, default 3)
 
     @property
     def regex_paths(self) -> bool:
@@ -301,6 +310,42 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "ssl-passthrough": _bool,
     "ssl-ciphers": _checked(host_tls.cipher_list),
     "ssl-prefer-server-ciphers": _bool,
+    # platformd.ingress.traffic
+    "x-forwarded-prefix": _checked(traffic_mod.header_text),
+    "preserve-trailing-slash": _bool,
+    "proxy-redirect-from": _checked(lambda f, t: t.strip() if t.strip() in ("off", "default")
+                                    else traffic_mod.redirect_prefix(f, t)),
+    "proxy-redirect-to": _checked(traffic_mod.redirect_prefix),
+    "proxy-cookie-domain": _checked(traffic_mod.cookie_rewrite("domain")),
+    "proxy-cookie-path": _checked(traffic_mod.cookie_rewrite("path")),
+    "connection-proxy-header": _checked(traffic_mod.header_text),
+    "proxy-next-upstream": _checked(traffic_mod.next_upstream),
+    "proxy-next-upstream-tries": _int(0, 1000),
+    "proxy-next-upstream-timeout": _int(0, 86400),
+    "limit-rate": _int(0, 2**30),
+    "limit-rate-after": _int(0, 2**30),
+    "enable-access-log": _bool,
+    "enable-rewrite-log": _bool,
+    "from-to-www-redirect": _bool,
+    "limit-rpm": _int(0, 60_000_000),
+    "limit-burst-multiplier": _int(1, 1000),
+    "limit-allowlist": _list(v.cidr),
+    "limit-whitelist": _list(v.cidr),
+    "proxy-http-version": _choice("1.0", "1.1"),
+    "proxy-request-buffering": _on_off,
+    "client-body-buffer-size": _checked(traffic_mod.buffer_size),
+    "proxy-buffer-size": _checked(traffic_mod.buffer_size),
+    "proxy-buffers-number": _int(3, 1024),
+    "proxy-max-temp-file-size": _checked(traffic_mod.temp_file_size),
+    "custom-http-errors": _list(custom_errors.error_code),
+    "session-cookie-secure": _bool,
+    "session-cookie-domain": _checked(traffic_mod.cookie_domain),
+    "session-cookie-expires": _int(1, 2**31 - 1),
+    "session-cookie-change-on-failure": _bool,
+    "session-cookie-conditional-samesite-none": _bool,
+    "affinity-canary-behavior": _choice("sticky", "legacy"),
+    "upstream-hash-by-subset": _bool,
+    "upstream-hash-by-subset-size": _int(1, 1000),
 }
 
 def _auth_value(name: str) -> Callable[[str], object]:
@@ -406,7 +451,8 @@ def _proxy(r: _Reader) -> ProxySettings:
                 read=r.get("proxy-read-timeout"),
             ),
             body_size=r.get("proxy-body-size"),
-            buffering=r.get("proxy-buffering"),
+            # nginx throttles ($limit_rate) only what it buffers: limit-rate turns buffering on.
+            buffering=r.get("proxy-buffering", True if r.get("limit-rate", 0) else None),
             upstream_vhost=r.get("upstream-vhost", ""),
         ),
     )
@@ -445,13 +491,19 @@ def _affinity(r: _Reader) -> SessionAffinity | None:
     base = SessionAffinity()
     return r.build(
         ("session-cookie-name", "affinity-mode", "session-cookie-max-age", "session-cookie-path",
-         "session-cookie-samesite", "affinity"),
+         "session-cookie-samesite", "session-cookie-domain", "session-cookie-expires", "affinity"),
         lambda: SessionAffinity(
             cookie_name=r.get("session-cookie-name", base.cookie_name),
             mode=AffinityMode(r.get("affinity-mode", "balanced")),
             max_age=r.get("session-cookie-max-age"),
             path=r.get("session-cookie-path", base.path),
             samesite=r.get("session-cookie-samesite", ""),
+            secure=r.get("session-cookie-secure", False),
+            domain=r.get("session-cookie-domain", ""),
+            expires=r.get("session-cookie-expires"),
+            change_on_failure=r.get("session-cookie-change-on-failure", False),
+            conditional_samesite_none=r.get("session-cookie-conditional-samesite-none", False),
+            canary_behavior=r.get("affinity-canary-behavior", "sticky"),
         ),
     )
 
@@ -541,6 +593,60 @@ def _backend_tls(r: _Reader) -> backend_tls.BackendTlsAsk | None:
     ))
 
 
+def _traffic(r: _Reader) -> traffic_mod.Traffic:
+    made = r.build(
+        ("x-forwarded-prefix", "connection-proxy-header", "proxy-next-upstream-tries", "limit-rate"),
+        lambda: traffic_mod.Traffic(
+            forwarded_prefix=r.get("x-forwarded-prefix", ""),
+            preserve_trailing_slash=r.get("preserve-trailing-slash", False),
+            connection_header=r.get("connection-proxy-header", ""),
+            next_upstream_off=r.get("proxy-next-upstream") == ("off",),
+            next_upstream_tries=r.get("proxy-next-upstream-tries", traffic_mod.DEFAULT_TRIES),
+            limit_rate=r.get("limit-rate", 0) * 1024,
+            rewrite_log=r.get("enable-rewrite-log", False),
+        ),
+    )
+    return made or traffic_mod.Traffic()
+
+
+def _traffic_directives(r: _Reader) -> tuple[tuple[str, str], ...]:
+    redirect = None
+    if r.get("proxy-redirect-from", "off") not in ("off", "default") and r.has("proxy-redirect-to"):
+        redirect = (r.get("proxy-redirect-from"), r.get("proxy-redirect-to"))
+    made = r.build(
+        ("proxy-max-temp-file-size", "proxy-buffers-number", "proxy-buffer-size", "client-body-buffer-size",
+         "proxy-request-buffering", "proxy-http-version", "proxy-next-upstream", "proxy-next-upstream-timeout",
+         "proxy-redirect-from", "proxy-redirect-to", "proxy-cookie-domain", "proxy-cookie-path", "limit-rate-after"),
+        lambda: traffic_mod.ProxyDirectives(
+            proxy_redirect=redirect,
+            cookie_domain=r.get("proxy-cookie-domain"),
+            cookie_path=r.get("proxy-cookie-path"),
+            limit_rate_after=r.get("limit-rate-after", 0) * 1024,
+            access_log=r.get("enable-access-log", True),
+            http_version=r.get("proxy-http-version"),
+            request_buffering=r.get("proxy-request-buffering"),
+            client_body_buffer_size=r.get("client-body-buffer-size"),
+            buffer_size=r.get("proxy-buffer-size"),
+            buffers_number=r.get("proxy-buffers-number"),
+            max_temp_file_size=r.get("proxy-max-temp-file-size"),
+            next_upstream=r.get("proxy-next-upstream", traffic_mod.DEFAULT_NEXT_UPSTREAM),
+            next_upstream_timeout=r.get("proxy-next-upstream-timeout", 0),
+        ),
+    )
+    return made.pairs() if made is not None else ()
+
+
+def _rate_limit(r: _Reader) -> RateLimit:
+    allow = tuple(r.get("limit-whitelist", ())) + tuple(r.get("limit-allowlist", ()))
+    return r.build(
+        ("limit-rps", "limit-rpm", "limit-connections", "limit-burst-multiplier", "limit-allowlist",
+         "limit-whitelist"),
+        lambda: RateLimit(rps=r.get("limit-rps", 0), connections=r.get("limit-connections", 0),
+                          burst_multiplier=r.get("limit-burst-multiplier", 5), rpm=r.get("limit-rpm", 0),
+                          allowlist=allow),
+    ) or RateLimit()
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -597,10 +703,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         redirect=_redirect(r),
         proxy=_proxy(r),
         access=_access(r),
-        rate_limit=r.build(
-            ("limit-rps", "limit-connections"),
-            lambda: RateLimit(rps=r.get("limit-rps", 0), connections=r.get("limit-connections", 0)),
-        ) or RateLimit(),
+        rate_limit=_rate_limit(r),
         cors=_cors(r),
         server_aliases=tuple(r.get("server-alias", ())),
         load_balance=LoadBalance(r.get("load-balance")) if r.has("load-balance") else None,
@@ -620,6 +723,12 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         ssl_passthrough=r.get("ssl-passthrough", False),
         host_tls=(host_tls.HostTls(r.get("ssl-ciphers", ""), r.get("ssl-prefer-server-ciphers"))
                   if r.has("ssl-ciphers", "ssl-prefer-server-ciphers") else None),
+        traffic=_traffic(r),
+        from_to_www_redirect=r.get("from-to-www-redirect", False),
+        traffic_directives=_traffic_directives(r),
+        custom_http_errors=tuple(sorted(set(r.get("custom-http-errors", ())))),
+        upstream_hash_subset_size=(r.get("upstream-hash-by-subset-size", 3)
+                                   if r.get("upstream-hash-by-subset", False) else 0),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

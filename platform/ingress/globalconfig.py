@@ -41,6 +41,8 @@ class Defaults:
     def snippets(self) -> bool:
         """The ConfigMap turns snippets on as ingress-nginx (>= 1.12) does: both keys."""
         return self.allow_snippets and self.risk_level == "Critical"
+    limit_req_status: int = 503  # answer of limit-rps / limit-rpm refusals
+    limit_conn_status: int = 503  # answer of limit-connections refusals
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,8 @@ KEYS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "allow-snippet-annotations": (parse_bool, ("defaults", "allow_snippets")),
     "annotations-risk-level": (_risk_level, ("defaults", "risk_level")),
     "global-allowed-response-headers": (_header_names, ("defaults", "allowed_response_headers")),
+    "limit-req-status-code": (lambda t: parse_int(t, 400, 599), ("defaults", "limit_req_status")),
+    "limit-conn-status-code": (lambda t: parse_int(t, 400, 599), ("defaults", "limit_conn_status")),
 }
 
 def _build(values: dict[tuple[str, ...], object], http_port: int, https_port: int) -> tuple[GlobalSettings, Defaults]:

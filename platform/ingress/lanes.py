@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from platformd.ingress import custom_errors, traffic
 from platformd.ingress import validate as v
 from platformd.ingress.model import BackendProtocol, Configuration, GlobalSettings, Location, Server
 
@@ -133,6 +134,11 @@ DIRECTIVES: dict[str, Callable[[str, str], str]] = {
     "grpc_ssl_certificate": _pem,
     "grpc_ssl_certificate_key": _pem,
 }
+# proxy-next-upstream conditions and timeout, proxy-redirect-*, proxy-cookie-*,
+# limit-rate-after, enable-access-log (platformd.ingress.traffic).
+DIRECTIVES.update(traffic.LANE_DIRECTIVES)
+# custom-http-errors (platformd.ingress.custom_errors).
+DIRECTIVES.update(custom_errors.LANE_DIRECTIVES)
 
 # Their value is file content; nginx.conf names a file holding it.
 FILE_DIRECTIVES = frozenset({"proxy_ssl_trusted_certificate", "proxy_ssl_certificate", "proxy_ssl_certificate_key",

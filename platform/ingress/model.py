@@ -37,6 +37,7 @@ from platformd.ingress.backend_tls import BackendTlsAsk
 from platformd.ingress.client_tls import ClientTls
 from platformd.ingress.host_tls import HostTls
 from platformd.ingress.passthrough import Passthrough
+from platformd.ingress.traffic import Traffic
 
 __all__ = [
     "AccessControl",
@@ -114,7 +115,12 @@ class SessionAffinity:
     max_age: int | None = None  # seconds; None = session cookie
     path: str = "/"
     samesite: str = ""
-    secure: bool = False
+    secure: bool = False  # Secure even on plain HTTP (https answers always have it)
+    domain: str = ""
+    expires: int | None = None  # seconds from now, as an Expires date; None = none
+    change_on_failure: bool = False  # a failed sticky endpoint: retry elsewhere and re-pin the cookie
+    conditional_samesite_none: bool = False  # omit SameSite=None for clients known to mishandle it
+    canary_behavior: str = "sticky"  # "legacy": sessions do not keep requests on a canary's side
 
     def __post_init__(self) -> None:
         v.cookie_name("session_affinity.cookie_name", self.cookie_name)
@@ -123,6 +129,15 @@ class SessionAffinity:
             v.positive_int("session_affinity.max_age", self.max_age)
         v.cookie_path("session_affinity.path", self.path)
         v.samesite("session_affinity.samesite", self.samesite)
+        if self.domain:
+            from platformd.ingress.traffic import cookie_domain
+
+            cookie_domain("session_affinity.domain", self.domain)
+        if self.expires is not None:
+            v.positive_int("session_affinity.expires", self.expires)
+        if self.canary_behavior not in ("sticky", "legacy"):
+            raise v.ValidationError("session_affinity.canary_behavior", self.canary_behavior,
+                                    "must be sticky or legacy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +191,7 @@ class Backend:
     session_affinity: SessionAffinity | None = None  # set selects sticky
     alternative_backends: tuple[str, ...] = ()  # canaries of this backend
     traffic_shaping_policy: TrafficShapingPolicy | None = None  # set on a canary
+    upstream_hash_by_subset_size: int = 0  # >0: hash onto subsets of this many endpoints
 
     def __post_init__(self) -> None:
         name = v.backend_name("backend.name", self.name)
@@ -183,6 +199,8 @@ class Backend:
         _set(self, "endpoints", _sorted_endpoints(self.endpoints))
         _set(self, "load_balance", _checked(where, _enum, LoadBalance, "load_balance", self.load_balance))
         _checked(where, v.upstream_hash_by, "upstream_hash_by", self.upstream_hash_by)
+        _checked(where, v.positive_int, "upstream_hash_by_subset_size", self.upstream_hash_by_subset_size,
+                 maximum=1000, allow_zero=True)
         alternatives = tuple(sorted(set(self.alternative_backends)))
         for alt in alternatives:
             _checked(where, v.backend_name, "alternative_backends", alt)
@@ -301,15 +319,23 @@ class RateLimit:
     rps: int = 0
     connections: int = 0
     burst_multiplier: int = 5
+    rpm: int = 0  # requests per minute (limit-rpm), the same burst multiplier
+    allowlist: tuple[str, ...] = ()  # client networks no limit applies to (limit-allowlist)
+    req_status: int = 503  # the ConfigMap's limit-req-status-code
+    conn_status: int = 503  # the ConfigMap's limit-conn-status-code
 
     def __post_init__(self) -> None:
         v.positive_int("rate_limit.rps", self.rps, maximum=1_000_000, allow_zero=True)
         v.positive_int("rate_limit.connections", self.connections, maximum=1_000_000, allow_zero=True)
         v.positive_int("rate_limit.burst_multiplier", self.burst_multiplier, maximum=1000)
+        v.positive_int("rate_limit.rpm", self.rpm, maximum=60_000_000, allow_zero=True)
+        _set(self, "allowlist", tuple(sorted({v.cidr("rate_limit.allowlist", c) for c in self.allowlist})))
+        for name in ("req_status", "conn_status"):
+            v.positive_int(f"rate_limit.{name}", getattr(self, name), maximum=599)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.rps or self.connections)
+        return bool(self.rps or self.connections or self.rpm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +441,7 @@ class Location:
     # proxy-ssl-*: what the Ingress asks of backend TLS; the translator turns it
     # into lane_directives once the Secret is read (backend_tls.apply).
     backend_tls: "BackendTlsAsk | None" = None
+    traffic: Traffic = Traffic()  # platformd.ingress.traffic
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)

@@ -110,6 +110,8 @@ def _backend_payload(backend: Backend) -> dict[str, Any]:
         "upstream_hash_by": backend.upstream_hash_by,
         "alternative_backends": list(backend.alternative_backends),
     }
+    if backend.upstream_hash_by_subset_size:  # upstream-hash-by-subset (lua/balancer/chash_subset.lua)
+        payload["upstream_hash_by_subset_size"] = backend.upstream_hash_by_subset_size
     affinity = backend.session_affinity
     if affinity is not None:
         cookie: dict[str, Any] = {"name": affinity.cookie_name, "path": affinity.path, "secure": affinity.secure}
@@ -118,6 +120,17 @@ def _backend_payload(backend: Backend) -> dict[str, Any]:
         if affinity.samesite:
             cookie["samesite"] = affinity.samesite
         payload["session_affinity"] = {"type": "cookie", "mode": affinity.mode.value, "cookie": cookie}
+        # Only when set, so backends without them keep their payload (and checksum).
+        if affinity.domain:
+            cookie["domain"] = affinity.domain
+        if affinity.expires is not None:
+            cookie["expires"] = affinity.expires
+        if affinity.conditional_samesite_none:
+            cookie["conditional_samesite_none"] = True
+        if affinity.change_on_failure:
+            payload["session_affinity"]["change_on_failure"] = True
+        if affinity.canary_behavior != "sticky":
+            payload["session_affinity"]["canary_behavior"] = affinity.canary_behavior
     policy = backend.traffic_shaping_policy
     if policy is not None:
         payload["traffic_shaping_policy"] = {

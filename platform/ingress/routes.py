@@ -57,7 +57,9 @@ from typing import Any
 
 from platformd.ingress import auth as auth_mod
 from platformd.ingress import bound, client_tls, headers, host_tls, lanes, mirror
+from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
+from platformd.ingress import www_redirect
 from platformd.ingress.model import (
     BackendProtocol,
     Configuration,
@@ -126,7 +128,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
             and not limit.connections and loc.cors is None and loc.auth is None
-            and not loc.headers and not settings.headers and loc.mirror is None)
+            and not loc.headers and not settings.headers and loc.mirror is None
+            and loc.traffic == traffic_mod.DEFAULT)
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
@@ -154,6 +157,11 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "request_redirect": bound.redirect_payload(loc.request_redirect),
         "headers": headers.payload(settings.headers + loc.headers),
         "mirror": mirror.payload(loc.mirror),
+        "limit_rpm": limit.rpm,
+        "limit_rpm_burst": limit.rpm * limit.burst_multiplier,
+        "limit_allow": list(limit.allowlist),
+        "limit_status": [limit.req_status, limit.conn_status],
+        "traffic": traffic_mod.policy(loc.traffic),
     }
 
 
@@ -187,7 +195,7 @@ class _Policies:
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
-               loc.lane_directives, loc.auth, loc.request_redirect, loc.headers, loc.mirror)
+               loc.lane_directives, loc.auth, loc.request_redirect, loc.headers, loc.mirror, loc.traffic)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)
@@ -236,6 +244,9 @@ def _server_entry(server: Server, policies: _Policies) -> tuple[dict[str, Any], 
     if server.redirect is not None:
         redirect = {"code": server.redirect.code,
                     "target": v.redirect_target("redirect.target", server.redirect.target)}
+        origin = www_redirect.origin_host(redirect["target"])
+        if origin is not None:  # from-to-www-redirect: the request's scheme and URI on that host
+            redirect["host"] = origin
     hsts = server.tls and policies.settings.tls.hsts.enabled
     entry, used = _host(server.hostname, server.locations, policies, hsts=hsts, redirect=redirect)
     if server.client_tls is not None:

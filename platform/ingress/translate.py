@@ -109,6 +109,8 @@ from platformd.ingress import headers as headers_mod
 from platformd.ingress import host_tls
 from platformd.ingress import passthrough as passthrough_mod
 from platformd.ingress import validate as v
+from platformd.ingress import www_redirect
+from platformd.ingress import custom_errors
 from platformd.ingress.caches import Caches, Generations
 from platformd.ingress.classes import is_ours, our_class_names
 from platformd.ingress.model import (
@@ -117,6 +119,7 @@ from platformd.ingress.model import (
     Configuration,
     Location,
     PathMatch,
+    RateLimit,
     Redirect,
     Server,
     check_path,
@@ -200,7 +203,8 @@ class _Ingress:
     def __post_init__(self) -> None:
         ann = self.ann
         object.__setattr__(self, "settings",
-                           (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream))
+                           (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream,
+                            ann.upstream_hash_subset_size))
         object.__setattr__(self, "isolated", not ann.server_aliases and ann.app_root is None
                            and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend")
                            and (ann.auth is None or not ann.auth.reads_objects)
@@ -234,6 +238,7 @@ class _Route:
     service: _ServiceRef
     # Derived once: asked for several times per route.
     key: tuple[str, PathMatch, str] = field(init=False, repr=False, compare=False)
+    implementation_specific: bool = False  # pathType ImplementationSpecific (or none)
 
     def __post_init__(self) -> None:
         base = prefix_base(self.path) if self.match is PathMatch.PREFIX else self.path
@@ -248,7 +253,7 @@ class _BackendState:
     ref: _ServiceRef
     owner: _Ingress | None  # None: --default-backend-service
     endpoints: tuple
-    settings: tuple  # (load_balance, upstream_hash_by, affinity, service_upstream)
+    settings: tuple  # (load_balance, upstream_hash_by, affinity, service_upstream, hash subset size)
     issues: tuple[Issue, ...] = ()
     alternatives: set[str] = field(default_factory=set)
     policy: object = None
@@ -417,7 +422,18 @@ def _route(ing: _Ingress, host: str, item: dict, problems: list[Problem]) -> _Ro
     except v.ValidationError as exc:
         problems.append(ing.problem("InvalidPath", f"path {path!r} ({match.value}) of host {host or '*'!r}: {exc.reason}; the path is ignored"))
         return None
-    return _Route(ing, host, path, match, service)
+    return _Route(ing, host, path, match, service, implementation_specific=path_type not in _PATH_TYPES)
+
+
+def _as_regex(route: _Route) -> _Route:
+    """An ImplementationSpecific Prefix route of a host where another Ingress
+    asks for regexes, as the regex ingress-nginx makes of it; itself when its
+    path is not a valid regex."""
+    try:
+        check_path(PathMatch.REGEX, route.path)
+    except v.ValidationError:
+        return route
+    return replace(route, match=PathMatch.REGEX)
 
 
 def _service_ref(ing: _Ingress, service: dict | None) -> _ServiceRef | None:
@@ -484,6 +500,9 @@ class _Translator:
         if host_tls_hosts:
             servers = [replace(s, host_tls=host_tls_hosts[s.hostname]) if s.hostname in host_tls_hosts else s
                        for s in servers]
+        wanted = [host for host, members in hosts.items() if any(i.ann.from_to_www_redirect for i in members)]
+        if wanted:
+            servers += www_redirect.redirect_servers(servers, wanted, certificates, config.settings.tls.redirect_code)
         default_backend, catch_all = self._catch_all(routes, primary_ingresses)
         if backend_material is not None:
             servers, catch_all = self._with_backend_tls(servers, catch_all, backend_material)
@@ -636,9 +655,15 @@ class _Translator:
 
     def _winning_routes(self, ingresses: list[_Parsed]) -> dict[tuple, _Route]:
         winners: dict[tuple, _Route] = {}
+        # As ingress-nginx: use-regex (or rewrite-target) on any Ingress of a
+        # host makes the ImplementationSpecific paths of all its Ingresses regexes.
+        regex_hosts = {host for parsed in ingresses if parsed.ing.ann.regex_paths for host in parsed.hosts}
         for parsed in ingresses:
             ing = parsed.ing
             for route in parsed.routes:
+                if (regex_hosts and route.implementation_specific and route.match is PathMatch.PREFIX
+                        and route.host in regex_hosts):
+                    route = self.reuse.get(("regex-route", id(route)), route, lambda r=route: _as_regex(r))
                 held = winners.get(route.key)
                 if held is None:
                     winners[route.key] = route
@@ -757,6 +782,8 @@ class _Translator:
         used.update(loc.backend for loc in catch_all)
         used.update(loc.mirror.backend for server in servers for loc in server.locations if loc.mirror is not None)
         used.update(loc.mirror.backend for loc in catch_all if loc.mirror is not None)
+        used.update(loc.traffic.errors.backend for locs in (*(s.locations for s in servers), catch_all)
+                    for loc in locs if loc.traffic.errors is not None)  # custom-http-errors
         used.discard(None)
         if default_backend:
             used.add(default_backend)
@@ -783,9 +810,9 @@ class _Translator:
         return tuple(models)
 
     def _backend_model(self, name: str, state: _BackendState, alternatives: tuple[str, ...]) -> Backend:
-        load_balance, hash_by, affinity, _ = state.settings
+        load_balance, hash_by, affinity, _, subset_size = state.settings
         return Backend(name, state.endpoints, load_balance or self.defaults.load_balance, hash_by, affinity,
-                       alternatives, state.policy)
+                       alternatives, state.policy, upstream_hash_by_subset_size=subset_size if hash_by else 0)
 
     # -- canaries -------------------------------------------------------------------------
 
@@ -1014,10 +1041,37 @@ class _Translator:
         ann = route.ing.ann
         backend = None if ann.redirect is not None else self._route_backend(route)
         try:
-            return self._annotated(ann, route.path, route.match, backend, is_tls, self.auths.get(route.ing.key))
+            location = self._annotated(ann, route.path, route.match, backend, is_tls, self.auths.get(route.ing.key))
+            if ann.custom_http_errors and location.backend is not None:
+                location = self._with_custom_errors(route, location)
+            return location
         except v.ValidationError as exc:
             self.problems.append(route.ing.problem("InvalidPath", f"{route.describe()}: {exc}; the path is ignored"))
             return None
+
+    def _rate_limit(self, limit: RateLimit) -> RateLimit:
+        """The ConfigMap's limit-req/conn-status-code folded into an enabled limit."""
+        codes = (self.defaults.limit_req_status, self.defaults.limit_conn_status)
+        if not limit.enabled or codes == (limit.req_status, limit.conn_status):
+            return limit
+        return self.reuse.get(("rate-limit", id(limit), codes), limit,
+                              lambda: replace(limit, req_status=codes[0], conn_status=codes[1]))
+
+    def _with_custom_errors(self, route: _Route, location: Location) -> Location:
+        """``location`` with custom-http-errors (platformd.ingress.custom_errors)."""
+        ing = route.ing
+        backend = (self._annotation_default_backend(ing) if ing.ann.default_backend
+                   else self._option_default_backend())
+        if backend is None:
+            self.problems.append(ing.problem(
+                "CustomErrorsWithoutBackend", "custom-http-errors needs a default-backend annotation or "
+                "--default-backend-service; served without custom error pages"))
+            return location
+        errors = custom_errors.CustomErrors(ing.ann.custom_http_errors, backend, ing.namespace, ing.name,
+                                            route.service.name, str(route.service.port))
+        return self.reuse.get(("custom-errors", id(location), errors), location, lambda: replace(
+            location, traffic=replace(location.traffic, errors=errors),
+            lane_directives=location.lane_directives + custom_errors.lane_pairs(errors.codes)))
 
     def _annotated(self, ann: ann_mod.Annotations, path: str, match: PathMatch, backend: str | None,
                    is_tls: bool, auth: auth_mod.Auth | None = None) -> Location:
@@ -1029,7 +1083,7 @@ class _Translator:
             program = self._header_configmap("response", ann.custom_headers,
                                              self.defaults.allowed_response_headers) + program
         if ann.mirror is not None and ann.mirror.service is not None:  # mirror-target names a Service
-            self._register(_ServiceRef(*ann.mirror.service), (None, "", None, False), None)
+            self._register(_ServiceRef(*ann.mirror.service), (None, "", None, False, 0), None)
         return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, id(auth), program),
                               (ann, auth), lambda: Location(
             path,
@@ -1037,7 +1091,7 @@ class _Translator:
             backend=backend,
             proxy=ann.proxy,
             access=ann.access,
-            rate_limit=ann.rate_limit,
+            rate_limit=self._rate_limit(ann.rate_limit),
             cors=ann.cors,
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,
@@ -1046,6 +1100,8 @@ class _Translator:
             headers=program,
             mirror=ann.mirror,
             backend_tls=ann.backend_tls,
+            traffic=ann.traffic,
+            lane_directives=ann.traffic_directives,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -1128,7 +1184,7 @@ class _Translator:
             self.problems.append(Problem("Service", namespace, name, "DefaultBackendNotFound",
                                          f"--default-backend-service {key!r} not found or has no ports; answering 404"))
             return None
-        state = self._register(ref, (None, "", None, False), None)
+        state = self._register(ref, (None, "", None, False, 0), None)
         for issue in state.issues:
             self.problems.append(Problem("Service", namespace, name, issue.reason, issue.message))
         return ref.backend_name
@@ -1145,5 +1201,6 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors", "auth", "headers", "custom_headers", "mirror", "backend_tls")
+                     "rate_limit", "cors", "auth", "headers", "custom_headers", "mirror", "backend_tls", "traffic",
+                     "traffic_directives")
     )

@@ -213,7 +213,7 @@ def test_proxy_ssl_verify_off_asks_for_nothing():
 
 
 def test_other_unknown_annotations_are_reported_and_ignored():
-    result = served({"proxy-buffer-size": "8k", "example.com/unrelated": "x"})
+    result = served({"enable-opentelemetry": "true", "example.com/unrelated": "x"})
     assert reasons(result) == ["UnsupportedAnnotation"]
     assert ("prefix", "/app") in locations(result, "example.com")
 

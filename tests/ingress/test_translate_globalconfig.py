@@ -36,6 +36,8 @@ VALID = [
     ("reuse-port", "true", lambda s, d: s.listen.reuse_port is True),
     ("ssl-redirect", "false", lambda s, d: d.ssl_redirect is False),
     ("load-balance", "ewma", lambda s, d: d.load_balance is LoadBalance.EWMA),
+    ("limit-req-status-code", "429", lambda s, d: d.limit_req_status == 429),
+    ("limit-conn-status-code", "429", lambda s, d: d.limit_conn_status == 429),
 ]
 
 
@@ -54,6 +56,7 @@ INVALID = [
     ("use-forwarded-headers", "nope"), ("log-format-upstream", "${pwned}"), ("log-format-upstream", "a\nb"),
     ("log-format-upstream", "$remote_addr } server {"), ("error-log-level", "loud"), ("load-balance", "chash"),
     ("upstream-keepalive-connections", "0"),
+    ("limit-req-status-code", "200"), ("limit-req-status-code", "429;"), ("limit-conn-status-code", "600"),
 ]
 
 
