@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from platformd.common import gcpause
 from platformd.ingress import certificates, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
+from platformd.ingress import gateway_matches
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
 from platformd.ingress.gateway_rules import GRPC_CONTENT_TYPE
@@ -107,35 +108,30 @@ def _cors(action: RouteAction) -> Cors | None:
                 allow_credentials=c.allow_credentials, max_age=c.max_age)
 
 
-def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[str, int] | None]:
+def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tuple[str, int], ...]]:
     match, action = entry.match, entry.action
     headers, method = match.headers, match.method
     if action.grpc:  # the lane proxies gRPC: its implicit content-type and POST need no match
         headers = tuple(h for h in headers if h != GRPC_CONTENT_TYPE)
         method = None if method == "POST" else method
-    if headers or match.query or method:
-        raise _Unsupported("header, query parameter and method matches need the router")
-    if action.status is not None:
-        raise _Unsupported(f"rule {entry.rule} of {entry.route} answers {action.status}, which needs the router")
+    conditions = gateway_matches.conditions(headers, match.query, method)
     if action.request_headers or action.response_headers or action.mirrors:
         raise _Unsupported("header modifiers and mirrors need the router")
     if action.request_timeout or action.backend_timeout:
         raise _Unsupported("request timeouts need the router")
-    redirect, backend, target = None, None, None
-    if action.redirect is not None:
+    redirect, backend, split, targets = None, None, (), ()
+    if action.status is not None:
+        split = gateway_matches.ANSWER_500
+    elif action.redirect is not None:
         redirect = _redirect(action)
     else:
-        if len(action.backends) != 1 or action.backends[0].service is None:
-            raise _Unsupported("weighted or invalid backendRefs need the router")
-        one = action.backends[0]
-        target = (one.service, one.port)
-        backend = backend_name(*target)
+        backend, split, targets = gateway_matches.backends(action.backends, backend_name)
     proxy = ProxySettings(protocol=BackendProtocol.GRPC if action.grpc else BackendProtocol.HTTP,
                           upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "")
     location = Location(path=match.path.value, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
                         cors=_cors(action), rewrite_target=_rewrite_target(entry), redirect=redirect,
-                        ssl_redirect=ssl_redirect)
-    return location, target
+                        ssl_redirect=ssl_redirect, conditions=conditions, split=split)
+    return location, targets
 
 
 def _certificate(binds: Iterable[Bind], hostname: str, tls: Iterable[TlsBinding]) -> str | None:
@@ -161,14 +157,13 @@ def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
     https_only = all(b.protocol == "HTTPS" for b in binds)
     locations, seen, targets = [], set(), set()
     for entry in hosts[0].entries:
-        location, target = _location(entry, ssl_redirect=https_only)
+        location, used = _location(entry, ssl_redirect=https_only)
         key = (location.match, prefix_base(location.path) if location.match is PathMatch.PREFIX else location.path)
-        if key in seen:
+        if key in seen or (key, location.conditions) in seen:
             continue  # shadowed by an entry of higher precedence: never matched
-        seen.add(key)
+        seen.add(key if location.conditions is None else (key, location.conditions))
         locations.append(location)
-        if target is not None:
-            targets.add(target)
+        targets.update(used)
     tls = any(b.protocol == "HTTPS" for b in binds)
     certificate = _certificate(binds, hostname, table.certificates) if tls else None
     return Server(hostname=hostname, locations=tuple(locations), tls=tls, tls_certificate=certificate), targets

@@ -49,6 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import route_choice
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -118,7 +119,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
-            and not limit.connections and loc.cors is None)
+            and not limit.connections and loc.cors is None
+            and loc.conditions is None and not loc.split)  # chosen per request: route() decides
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
@@ -172,7 +174,8 @@ class _Policies:
         self.by_key: dict[tuple, tuple[str, dict[str, Any]]] = {}
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
-        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect)
+        key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
+               loc.conditions is None and not loc.split)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)
@@ -187,6 +190,7 @@ def _host(name: str, locations: tuple[Location, ...], policies: _Policies, *, hs
     exact: dict[str, dict] = {}
     prefix: dict[str, dict] = {}
     regex: list[tuple[tuple, dict]] = []
+    chained: dict[str, dict] = {}  # regex path -> its first route (route_choice.put)
     used: dict[str, dict] = {}
     for loc in locations:
         try:
@@ -194,11 +198,13 @@ def _host(name: str, locations: tuple[Location, ...], policies: _Policies, *, hs
             backend = v.backend_name("backend", loc.backend) if loc.backend is not None else None
             route = {"backend": backend, "policy": pid, "rewrite": _rewrite_pattern(loc),
                      "zone": _zone(name, loc.path) if loc.rate_limit.enabled else None}
+            if loc.conditions is not None or loc.split:
+                route_choice.extend(route, loc)
             if loc.match is PathMatch.EXACT:
-                exact[v.path("path", loc.path)] = route
+                route_choice.put(exact, v.path("path", loc.path), route)
             elif loc.match is PathMatch.PREFIX:
-                prefix[prefix_base(v.path("path", loc.path))] = route
-            else:
+                route_choice.put(prefix, prefix_base(v.path("path", loc.path)), route)
+            elif route_choice.put(chained, loc.path, route) is route:  # else a further candidate, chained
                 pattern = v.regex("path", loc.path)
                 route["pattern"] = pattern if pattern.startswith("^") else "^" + pattern
                 route["length"] = len(loc.path)
