@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from platformd.ingress import gateway_features
 from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_input import SUPPORTED_VERSION
@@ -40,4 +41,4 @@ def class_status(gateway_class: Mapping, crd_version: str | None) -> st.ClassSta
             st.Condition(st.ACCEPTED, False, st.R_INVALID_PARAMETERS,
                          "parametersRef is not supported: this controller takes no parameters"), version))
     return st.ClassStatus(generation, (st.Condition(st.ACCEPTED, True, st.R_ACCEPTED, "GatewayClass is accepted"),
-                                       version))
+                                       version), gateway_features.SUPPORTED)

@@ -236,6 +236,8 @@ def test_observed_generation_bump(fake_api, ingress_controller, netns_backends):
     _wait(running, "one")
     wait_for(lambda: _observed(fake_api, "HTTPRoute", "route") == {1}, 20, message="route observedGeneration 1")
     wait_for(lambda: _observed(fake_api, "Gateway", "gw") == {1}, 20, message="gateway observedGeneration 1")
+    features = fake_api.get("GatewayClass", "", "platform")["status"]["supportedFeatures"]
+    assert {"name": "HTTPRouteMethodMatching"} in features and {"name": "HTTPRouteQueryParamMatching"} in features
 
     changed = fake_api.get("HTTPRoute", "default", "route")
     changed["spec"]["rules"][0]["backendRefs"][0]["name"] = "two"
