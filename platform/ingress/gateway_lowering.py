@@ -37,7 +37,6 @@ from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_matches
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
-from platformd.ingress.gateway_rules import GRPC_CONTENT_TYPE
 from platformd.ingress.model import (
     Backend, BackendProtocol, Certificate, Cors, Location, PathMatch, ProxySettings, Redirect, Server, prefix_base,
     service_backend_name,
@@ -111,9 +110,8 @@ def _cors(action: RouteAction) -> Cors | None:
 def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tuple[str, int], ...]]:
     match, action = entry.match, entry.action
     headers, method = match.headers, match.method
-    if action.grpc:  # the lane proxies gRPC: its implicit content-type and POST need no match
-        headers = tuple(h for h in headers if h != GRPC_CONTENT_TYPE)
-        method = None if method == "POST" else method
+    # gRPC entries keep their implicit content-type and POST conditions, so a
+    # plain HTTP request on the same host and path goes on to the HTTP entries.
     conditions = gateway_matches.conditions(headers, match.query, method)
     if action.request_headers or action.response_headers or action.mirrors:
         raise _Unsupported("header modifiers and mirrors need the router")

@@ -128,7 +128,8 @@ def test_grpc_route_goes_to_the_grpc_lane():
     with_header = _lower(gateway(), grpc_route(hostnames=["rpc.example"], rules=[
         rule(matches=[{"method": {"service": "a.B"}, "headers": [{"name": "x", "value": "1"}]}])]), service())
     [location] = with_header.servers[0].locations  # served with the header as a condition (test_gateway_matches)
-    assert [(h.name, h.value) for h in location.conditions.headers] == [("x", "1")]
+    assert [(h.name, h.value) for h in location.conditions.headers] == [("content-type", "^application/grpc"),
+                                                                         ("x", "1")]
 
 
 def test_prefix_rewrite_to_slash_is_left_out():

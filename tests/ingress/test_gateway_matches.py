@@ -117,14 +117,17 @@ def test_lowering_weights_invalid_backends_and_missing_backends():
     assert [b.name for b in out.backends] == ["default.svc.80.route"]
 
 
-def test_grpc_header_matches_are_conditions_without_the_implicit_grpc_ones():
+def test_grpc_entries_keep_their_grpc_conditions_so_http_requests_fall_through():
+    grpc_content = ValueMatch("content-type", "^application/grpc", True)
     out = _lower(gateway(), grpc_route(hostnames=["rpc.example"], rules=[
         rule(matches=[{"method": {"service": "echo.Echo", "method": "Ping"},
                        "headers": [{"name": "x-tenant", "value": "a", "type": "RegularExpression"}]}]),
-        rule(matches=[{"method": {"service": "echo.Echo", "method": "Ping"}}])]), service())
-    first, second = out.servers[0].locations
-    assert (first.path, first.conditions) == ("/echo.Echo/Ping", Conditions((ValueMatch("x-tenant", "a", True),)))
-    assert (second.path, second.conditions) == ("/echo.Echo/Ping", None)
+        rule(matches=[{"method": {"service": "echo.Echo", "method": "Ping"}}])]),
+        http_route(hostnames=["rpc.example"], rules=[rule(matches=[path("/echo.Echo/Ping", "Exact")])]), service())
+    tenant, plain_grpc, http = out.servers[0].locations
+    assert tenant.conditions == Conditions((grpc_content, ValueMatch("x-tenant", "a", True)), (), "POST")
+    assert plain_grpc.conditions == Conditions((grpc_content,), (), "POST")
+    assert (http.path, http.conditions, http.proxy.protocol.value) == ("/echo.Echo/Ping", None, "HTTP")
 
 
 def _route_of(table, path_kind, path):
