@@ -126,7 +126,10 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tu
         backend, split, targets = gateway_matches.backends(action.backends, backend_name)
     proxy = ProxySettings(protocol=BackendProtocol.GRPC if action.grpc else BackendProtocol.HTTP,
                           upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "")
-    location = Location(path=match.path.value, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
+    path = match.path.value
+    if match.path.kind == "PathPrefix":  # "/foo/" is "/foo": one key, so its candidates keep their order
+        path = prefix_base(path)
+    location = Location(path=path, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
                         cors=_cors(action), rewrite_target=_rewrite_target(entry), redirect=redirect,
                         ssl_redirect=ssl_redirect, conditions=conditions, split=split)
     return location, targets

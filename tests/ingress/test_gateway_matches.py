@@ -157,3 +157,14 @@ def test_the_payload_chains_candidates_and_ships_conditions_and_splits():
     assert table["policies"][api["policy"]]["fast"] is True
     assert table["policies"][root["policy"]]["fast"] is False
     assert table["policies"][root["next"]["next"]["policy"]]["fast"] is True
+
+
+def test_prefix_paths_with_and_without_a_trailing_slash_are_one_chain():
+    route = http_route(hostnames=["web.example"], rules=[
+        rule(backend("svc"), matches=[path("/foo/")]),
+        rule(backend("svc"), matches=[{**path("/foo"), "headers": [{"name": "x", "value": "1"}]}]),
+    ])
+    out = _lower(gateway(), route, service())
+    assert out.skipped == ()
+    assert [(loc.path, loc.conditions is None) for loc in out.servers[0].locations] == [("/foo", False),
+                                                                                        ("/foo", True)]
