@@ -58,6 +58,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge
 
 from platformd.common.clock import REAL_CLOCK, Clock
+from platformd.ingress import lanes
 from platformd.ingress.caches import Caches
 from platformd.ingress.decide import decide
 from platformd.ingress.luaclient import LuaClient, LuaConflict, LuaError, LuaRejected, LuaTooLarge
@@ -270,6 +271,7 @@ class DataPlane:
         self._in_lua_master: int | None = None
         self._chain = (0, 0)  # backends deltas since the last full push: (count, backends named)
         self._last_reload: float | None = None  # monotonic time of the last reload or start
+        self._lanes: frozenset[lanes.LaneSpec] = frozenset()  # the generated lanes nginx runs (lanes.py)
         self._last_verify = 0.0
         self.failing_since: float | None = None  # wall time of the first failed apply in a row
         self.state_files = _StateFiles(runtime.lua_state)
@@ -378,6 +380,7 @@ class DataPlane:
         decision = decide(self._running, desired, self.caches)
         kind, text_hash, reload_in = ("dynamic" if decision.sections else "noop"), "", 0.0
         record, refused = desired, ()
+        reload_refused = ""
         try:
             if master is None or decision.reload:
                 wait = self._reload_wait() if master is not None else 0.0
@@ -387,10 +390,13 @@ class DataPlane:
                     reload_in = wait
                     record = replace(desired, settings=self._running.settings)
                 else:
+                    wanted_lanes = lanes.used(desired)
+                    lanes.write_files(lanes.files(wanted_lanes, self.runtime.files.lane_files))
                     text = render_nginx_conf(desired, self.runtime, self.templates_dir)
                     text_hash = _text_digest(text)
                     try:
                         kind = self._start(text, text_hash) if master is None else self._reload(text, text_hash)
+                        self._lanes = frozenset(wanted_lanes)
                     except ConfigTestError as exc:
                         if master is None or self._running is None:
                             raise
@@ -400,16 +406,23 @@ class DataPlane:
                         log.error("nginx -t refused the global settings; keeping the running ones: %s", exc)
                         refused = (("settings", "global settings", str(exc)),)
                         record = replace(desired, settings=self._running.settings)
+                        reload_refused = str(exc)
                     master = self.nginx.master_pid()
+            # Routes needing a lane nginx does not run yet wait for it (lanes.py).
+            pushed, held = lanes.hold_back(desired, self._running, self._lanes)
+            if held and reload_refused:
+                refused += tuple(("host", name, f"nginx refused the lane its routes need: {reload_refused}")
+                                 for name in held)
             try:
-                sent = self._push(dynamic_sections(desired, self.caches), master)
+                sent = self._push(dynamic_sections(pushed, self.caches), master)
             except LuaRejected as exc:
                 if isinstance(exc, (LuaConflict, LuaTooLarge)) or not _isolated(exc.section):
                     raise
-                desired, isolated = self._isolate(desired, exc)
+                pushed, isolated = self._isolate(pushed, exc)
                 refused += isolated
-                record = replace(desired, settings=record.settings)
-                sent = self._push(dynamic_sections(desired, self.caches), master)
+                sent = self._push(dynamic_sections(pushed, self.caches), master)
+            if pushed is not desired:
+                record = replace(pushed, settings=record.settings)
             if kind in ("noop", "dynamic"):
                 kind = "dynamic" if sent else "noop"
             self._running = record

@@ -5,7 +5,8 @@ settings alone (``view.py``): servers, locations, backends, certificates
 and every per-route setting are data for Lua (``render.dynamic_sections``).
 So a reload is needed exactly when a rendered ``GlobalSettings`` field
 changes (the ConfigMap's http/events keys, ports, workers;
-``view.rendered_settings``); everything else is a push of the sections
+``view.rendered_settings``) or the routes start or stop using a generated
+lane (a directive-only setting, ``lanes.py``); everything else is a push of the sections
 whose checksum changed. ``tests/ingress/test_decide.py`` checks
 that every change called dynamic leaves the rendered nginx.conf
 byte-identical.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from platformd.ingress import lanes
 from platformd.ingress.caches import Caches
 from platformd.ingress.model import Configuration
 from platformd.ingress.render import DynamicSection, dynamic_sections
@@ -40,8 +42,11 @@ class Decision:
 
 
 def needs_reload(running: Configuration | None, desired: Configuration) -> bool:
-    """Whether nginx.conf differs: nothing runs yet, or a rendered global setting changed."""
+    """Whether nginx.conf differs: nothing runs yet, a rendered global setting
+    changed, or the set of generated lanes the routes use (lanes.py) changed."""
     if running is None:
+        return True
+    if lanes.used(running) != lanes.used(desired):
         return True
     if running.settings is desired.settings or running.settings == desired.settings:
         return False

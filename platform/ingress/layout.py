@@ -60,6 +60,11 @@ class NginxFiles:
         return self.state_dir / "private"
 
     @property
+    def lane_files(self) -> Path:
+        """Files that generated lanes name (CA bundles, client keys): lanes.py."""
+        return self.private_dir / "lanes"
+
+    @property
     def socket(self) -> Path:
         return self.private_dir / "nginx-config.sock"
 

@@ -363,6 +363,9 @@ class Location:
     rewrite_target: str | None = None
     redirect: Redirect | None = None
     ssl_redirect: bool = False
+    # Settings only an nginx directive applies: validated, sorted (directive,
+    # value) pairs; the route is proxied by a generated lane (lanes.py).
+    lane_directives: tuple[tuple[str, str], ...] = ()
     # Gateway API (route_choice): answer only when these hold; several
     # locations may share a path when their conditions differ (tried in order).
     conditions: Conditions | None = None
@@ -382,6 +385,10 @@ class Location:
             _checked(where, v.backend_name, "backend", self.backend)
         if self.rewrite_target is not None:
             _checked(where, v.rewrite_target, "rewrite_target", self.rewrite_target)
+        if self.lane_directives:
+            from platformd.ingress import lanes  # lanes imports this module
+
+            _set(self, "lane_directives", _checked(where, lanes.directives, self.lane_directives))
 
     @property
     def sort_key(self) -> tuple:

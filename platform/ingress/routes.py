@@ -49,7 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from platformd.ingress import route_choice
+from platformd.ingress import lanes, route_choice
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -64,10 +64,6 @@ from platformd.ingress.model import (
 
 __all__ = ["SHARDS", "RouteTable", "payload", "shard_of"]
 
-_LANES = {
-    BackendProtocol.GRPC: "@platform_grpc",
-    BackendProtocol.GRPCS: "@platform_grpcs",
-}
 _UNITS = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 
 
@@ -117,6 +113,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
     body_size = size_bytes(proxy.body_size or settings.body_size)
     limit = loc.rate_limit
     fast = (proxy.protocol is BackendProtocol.HTTP and buffering == settings.buffering
+            and not loc.lane_directives
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
             and not limit.connections and loc.cors is None
@@ -127,7 +124,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
                     "target": v.redirect_target("redirect.target", loc.redirect.target)}
     return {
         "fast": fast,
-        "lane": _LANES.get(proxy.protocol, "@platform_proxy_" + ("on" if buffering else "off")),
+        "lane": (lanes.lane_name(lanes.base_lane(loc, settings), loc.lane_directives) if loc.lane_directives
+                 else lanes.base_lane(loc, settings)),
         "scheme": "https" if proxy.protocol is BackendProtocol.HTTPS else "http",
         "body_size": body_size,
         "timeouts": timeouts,
@@ -175,7 +173,7 @@ class _Policies:
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
-               loc.conditions is None and not loc.split)
+               loc.lane_directives, loc.conditions is None and not loc.split)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)

@@ -2,8 +2,9 @@
 
 nginx.conf holds no server, location or zone per Ingress: routes are data
 for the Lua router (``routes.py``, lua/router.lua), so this view is built
-from ``GlobalSettings`` and the runtime paths alone and the file has the
-same size at 10 and at 10,000 Ingresses. Every string in a view object is a
+from ``GlobalSettings``, the runtime paths and the set of generated lanes
+in use (``lanes.py``: one per distinct directive-only setting, not per
+route), and the file has the same size at 10 and at 10,000 Ingresses. Every string in a view object is a
 constant chosen here or a value that went through its validator and
 ``validate.quote``; tokens already quoted carry a ``_q`` suffix.
 
@@ -19,6 +20,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from platformd.ingress import lanes as lanes_mod
 from platformd.ingress import validate as v
 from platformd.ingress.layout import NginxFiles
 from platformd.ingress.model import Configuration, GlobalSettings, Hsts
@@ -131,6 +133,37 @@ class NginxView:
     read_timeout: int
     buffering: str  # "on" / "off"
     proxy_lanes: tuple[str, ...] = ("on", "off")  # @platform_proxy_<buffering>
+    # Generated lanes (lanes.py): one per distinct directive set routes use.
+    lanes: tuple["LaneView", ...] = ()
+    lane_files: tuple[tuple[Path, str], ...] = ()  # (path, content) the lanes name
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """One generated lane: its named location, the fixed lane it extends
+    ("proxy" with buffering "on"/"off", or "grpc"/"grpcs"), and its directive
+    lines (validated; file directives name their file)."""
+
+    name: str
+    kind: str
+    buffering: str
+    lines: tuple[str, ...]
+
+
+def _lane_views(specs: tuple[lanes_mod.LaneSpec, ...], directory: Path) -> tuple[LaneView, ...]:
+    out = []
+    for spec in specs:
+        lines = []
+        for name, value in spec.directives:
+            if name in lanes_mod.FILE_DIRECTIVES:
+                value = _file_path(name, lanes_mod.file_path(directory, value))
+            lines.append(f"{name} {value};")
+        if spec.base.startswith("@platform_proxy_"):
+            kind, buffering = "proxy", spec.base.removeprefix("@platform_proxy_")
+        else:
+            kind, buffering = spec.base.removeprefix("@platform_"), ""
+        out.append(LaneView(spec.name, kind, buffering, tuple(lines)))
+    return tuple(out)
 
 
 def build(config: Configuration, paths: RuntimePaths) -> NginxView:
@@ -141,6 +174,7 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         raise v.ValidationError("state_dir", socket, f"unix socket path longer than {MAX_SOCKET_PATH} bytes")
     lua_dir = _plain_path("lua_dir", paths.lua_dir)
     temp = {name: _file_path("temp_dir", paths.temp_dir / name) for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    specs = lanes_mod.used(config)
     return NginxView(
         worker_processes=str(settings.workers.processes or "auto"),
         worker_connections=settings.workers.connections,
@@ -178,4 +212,6 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         send_timeout=settings.timeouts.send,
         read_timeout=settings.timeouts.read,
         buffering="on" if settings.buffering else "off",
+        lanes=_lane_views(specs, paths.files.lane_files),
+        lane_files=tuple(sorted(lanes_mod.files(specs, paths.files.lane_files).items())),
     )

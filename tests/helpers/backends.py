@@ -5,7 +5,7 @@ Two kinds, same surface (``name``, ``address``, ``port``, ``endpoint``,
 
 * ``HttpBackend``: a threaded Python server. Every response has the body
   ``<name>`` and the header ``X-Backend: <name>``; it echoes the request path in
-  ``X-Path`` and the Host header in ``X-Host``, can delay each answer
+  ``X-Path``, the Host header in ``X-Host`` and the HTTP version in ``X-Request-Version``, can delay each answer
   (``delay`` seconds) and counts requests (``hits``). Good for behaviour tests.
 * ``NginxBackend``: a bare nginx answering ``<name>`` from memory, tens of
   thousands of requests per second on one core. For load tests and
@@ -68,6 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Backend", backend.name)
         self.send_header("X-Path", self.path)
         self.send_header("X-Host", self.headers.get("Host", ""))
+        self.send_header("X-Request-Version", self.request_version)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
