@@ -161,6 +161,7 @@ def bench_route_changes(snapshot: GatewaySnapshot, options: GatewayOptions, chan
     from dataclasses import replace
 
     from platformd.ingress.gateway_dataplane import extend
+    from platformd.ingress.gateway_lowering import LoweringCache
     from platformd.ingress.model import Configuration
     from tests.helpers.backends import NginxBackend
     from tests.ingress.conftest import DataPlaneHarness, lua_ready
@@ -175,12 +176,20 @@ def bench_route_changes(snapshot: GatewaySnapshot, options: GatewayOptions, chan
     backend = NginxBackend("fast")
     harness = DataPlaneHarness()
 
+    cache = LoweringCache()  # as GatewayController keeps it: unchanged hosts keep their Server objects
+
     def configuration(snap: GatewaySnapshot) -> Configuration:
         table = build(snap, options, time.time()).table
-        lowered = lower(table, http_port=80, https_port=443, services=snap.services, slices=lambda key: (),
-                        secrets={}, now=time.time())
-        lowered = replace(lowered, backends=tuple(replace(b, endpoints=(backend.endpoint,)) for b in lowered.backends))
+        lowered = lower(table, http_port=80, https_port=443, services=snap.services, slices=slices,
+                        secrets={}, now=time.time(), cache=cache)
         return extend(Configuration(), lowered)[0]
+
+    def slices(key: str) -> tuple[dict, ...]:  # every Service: one ready endpoint, the bench backend
+        namespace, _, name = key.partition("/")
+        return ({"metadata": {"name": f"{name}-1", "namespace": namespace,
+                              "labels": {"kubernetes.io/service-name": name}},
+                 "addressType": "IPv4", "ports": [{"name": "", "port": backend.endpoint.port, "protocol": "TCP"}],
+                 "endpoints": [{"addresses": [backend.endpoint.address], "conditions": {"ready": True}}]},)
 
     def status(host: str, header: str) -> int:
         conn = http.client.HTTPConnection("127.0.0.1", harness.http_port, timeout=5)

@@ -42,7 +42,7 @@ from platformd.ingress.model import (
     service_backend_name,
 )
 
-__all__ = ["Lowered", "Skipped", "backend_name", "lower", "merge"]
+__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge"]
 
 _MATCH = {"Exact": PathMatch.EXACT, "PathPrefix": PathMatch.PREFIX, "RegularExpression": PathMatch.REGEX}
 _WELL_KNOWN = {"http": 80, "https": 443}
@@ -170,33 +170,80 @@ def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
     return Server(hostname=hostname, locations=tuple(locations), tls=tls, tls_certificate=certificate), targets
 
 
+class LoweringCache:
+    """The Servers and Backends of the last lowering by their inputs, so that
+    a host whose routes did not change is lowered to the very same ``Server``
+    object and an unchanged Service port to the very same ``Backend``: the
+    data plane (routes.RouteTable, render's backend encoding, both keyed by
+    object identity) then re-encodes and pushes only what changed (at 10,000
+    HTTPRoutes a new route took p50 585 ms from apply to first request with
+    every Server and Backend new). Owned by the one caller that lowers
+    (GatewayController, from its sync thread only); holds one lowering's
+    objects, replaced whole by the next. A lowering with it equals one
+    without (tests/ingress/test_gateway_matches.py)."""
+
+    def __init__(self) -> None:
+        self._servers: dict[tuple, tuple[Server, set[tuple[str, int]]]] = {}
+        self._backends: dict[tuple, Backend] = {}
+        self._next_backends: dict[tuple, Backend] = {}
+
+    def get(self, key: tuple) -> tuple[Server, set[tuple[str, int]]] | None:
+        return self._servers.get(key)
+
+    def backend(self, name: str, endpoints: tuple) -> Backend:
+        """The Backend ``name`` with ``endpoints``: last lowering's object when the same."""
+        key = (name, endpoints)
+        found = self._backends.get(key) or Backend(name, endpoints)
+        self._next_backends[key] = found
+        return found
+
+    def replace(self, servers: dict[tuple, tuple[Server, set[tuple[str, int]]]]) -> None:
+        """End of a lowering: keep what it made (``servers`` and the backends asked for)."""
+        self._servers, self._backends, self._next_backends = servers, self._next_backends, {}
+
+
 def lower(table: GatewayTable, *, http_port: int, https_port: int, services: Mapping[str, dict],
-          slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float) -> Lowered:
+          slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
+          cache: LoweringCache | None = None) -> Lowered:
     """Lower ``table`` (see the module docstring). ``http_port``/``https_port``:
     the data plane's local ports; ``slices(service key)``: its EndpointSlices;
-    ``now``: wall-clock seconds (certificate validity)."""
+    ``now``: wall-clock seconds (certificate validity); ``cache``: reuse the
+    Servers of unchanged hosts (see ``LoweringCache``)."""
     with gcpause.paused:  # see gcpause: at 10,000 hosts CPU 0.40 -> 0.35 s (median of 5, process time)
-        return _lower(table, http_port, https_port, services, slices, secrets, now)
+        return _lower(table, http_port, https_port, services, slices, secrets, now, cache)
 
 
 def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mapping[str, dict],
-           slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float) -> Lowered:
+           slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
+           cache: LoweringCache | None) -> Lowered:
     by_name: dict[str, list[HostRoutes]] = {}
     for host in table.hosts:
         by_name.setdefault(host.hostname, []).append(host)
     servers, skipped, targets = [], [], set()
+    lowered: dict[tuple, tuple[Server, set[tuple[str, int]]]] = {}
     for name in sorted(by_name, key=lambda n: (hostnames.specificity(n), n)):
         hosts = by_name[name]
-        try:
-            server, used = _server(name, hosts, table, http_port, https_port)
-        except (_Unsupported, v.ValidationError) as exc:
-            skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
-            continue
+        # What _server reads: the host's routes, its certificate and the ports.
+        key = (name, tuple(hosts), _certificate(tuple(h.bind for h in hosts), name, table.certificates),
+               http_port, https_port)
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            server, used = hit
+        else:
+            try:
+                server, used = _server(name, hosts, table, http_port, https_port)
+            except (_Unsupported, v.ValidationError) as exc:
+                skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
+                continue
+        lowered[key] = (server, used)
         servers.append(server)
         targets |= used
-    backends = tuple(Backend(backend_name(service, port),
-                             endpoints.resolve(service, services.get(service), slices(service), port).endpoints)
+    make = cache.backend if cache is not None else Backend
+    backends = tuple(make(backend_name(service, port),
+                          endpoints.resolve(service, services.get(service), slices(service), port).endpoints)
                      for service, port in sorted(targets))
+    if cache is not None:
+        cache.replace(lowered)
     names_by_cert: dict[str, list[str]] = {}
     for server in servers:
         if server.tls_certificate is not None:

@@ -168,3 +168,26 @@ def test_prefix_paths_with_and_without_a_trailing_slash_are_one_chain():
     assert out.skipped == ()
     assert [(loc.path, loc.conditions is None) for loc in out.servers[0].locations] == [("/foo", False),
                                                                                         ("/foo", True)]
+
+
+def test_the_server_cache_reuses_unchanged_hosts_and_equals_a_fresh_lowering():
+    from platformd.ingress.gateway_lowering import LoweringCache, lower
+    from tests.ingress.gateway_objects import NOW, translate
+
+    def routes(version):
+        return [http_route("a", hostnames=["a.example"], rules=[rule(backend("svc"), matches=[path("/")])]),
+                http_route("b", hostnames=["b.example"], rules=[rule(backend("svc"), matches=[
+                    {**path("/"), "headers": [{"name": "v", "value": version}]}])])]
+
+    def lowered(version, cache):
+        t = translate(gateway(), *routes(version), service())
+        return lower(t.table, http_port=80, https_port=443, services={"default/svc": service()},
+                     slices=lambda key: (), secrets={}, now=NOW, cache=cache)
+
+    cache = LoweringCache()
+    first = lowered("1", cache)
+    second = lowered("2", cache)
+    assert second == lowered("2", None)  # the same result as without the cache
+    assert second.servers[0] is first.servers[0]  # a.example: unchanged, the very same object
+    assert second.servers[1] is not first.servers[1] and second.servers[1] != first.servers[1]
+    assert second.backends[0] is first.backends[0]  # the same Service port with the same endpoints
