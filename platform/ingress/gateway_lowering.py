@@ -7,9 +7,11 @@ upstream Host. ``lower`` turns each ``HostRoutes`` of a ``GatewayTable`` into
 such a ``Server`` when that says the same thing, and otherwise leaves the
 host out and says why (``Skipped``): serving part of a host's rules, or
 serving them with other semantics, would answer requests the route does not
-mean to answer. What needs the router to grow (the gaps, in
-docs/gateway-api.md): header / query / method matches, weighted or invalid
-backend shares and 500 answers, redirects that keep parts of the request
+mean to answer. Header / query / method matches become a location's
+``conditions`` (several locations per path, in precedence order) and weighted
+backends, invalid-backend shares and 500 answers its ``split``
+(``gateway_matches``, ``route_choice``). What needs the router to grow (the
+gaps, in docs/gateway-api.md): redirects that keep parts of the request
 (host, path, port), request / response header modifiers, mirrors, timeouts,
 per-address Gateways (``--gateway-address-pool``), listener ports other than
 80/443, and the "any host" entry.
@@ -22,7 +24,7 @@ label, where Gateway API matches one or more.
 
 ``merge`` puts the lowered Servers beside the Ingress ones: on a host both
 have, the locations are united and, for the very same match and path, the
-route's location replaces the Ingress's; otherwise the router's path order
+route's locations (all its candidates) replace the Ingress's; otherwise the router's path order
 decides (it is the order the Gateway precedence already follows).
 """
 
