@@ -346,8 +346,8 @@ class Redirect:
 class Location:
     """One path of one server.
 
-    ``backend`` names a ``Backend``; it may be None only when ``redirect`` is
-    set. ``rewrite_target`` rewrites the URI before proxying, using the
+    ``backend`` names a ``Backend``; it may be None only when ``redirect`` or
+    ``split`` is set. ``rewrite_target`` rewrites the URI before proxying, using the
     location's path as the regex (so REGEX paths give capture groups).
     ``ssl_redirect`` redirects plain-HTTP requests to HTTPS (ssl-redirect and
     force-ssl-redirect both end up here; the translator decides when).
