@@ -8,6 +8,7 @@ HTTPBackendRef) and the conformance suite's scenario descriptions."""
 from __future__ import annotations
 
 import collections
+import subprocess
 
 import httpx
 
@@ -251,3 +252,76 @@ def test_observed_generation_bump(fake_api, ingress_controller, netns_backends):
     fake_api.update(gw)
     wait_for(lambda: _observed(fake_api, "Gateway", "gw") == {2}, 20, message="gateway observedGeneration 2")
     assert _answer(_send(running)) == "two"
+
+
+def _curl_h2(running, host: str, path: str, headers: dict) -> str:
+    """POST over HTTP/2 (TLS) as a gRPC client does; the body answered, or the status."""
+    args = ["curl", "-sk", "--http2", "-X", "POST", "--data-binary", "", "-o", "-", "-w", "\n%{http_code}",
+            "--resolve", f"{host}:{running.https_port}:127.0.0.1", f"https://{host}:{running.https_port}{path}"]
+    for name, value in headers.items():
+        args += ["-H", f"{name}: {value}"]
+    body, _, code = subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.rpartition("\n")
+    return body if code == "200" else code
+
+
+class _H2cBackends:
+    """nginx answering each name over cleartext HTTP/2 (as gRPC backends speak)
+    on ``port`` of its address, inside the network namespace of ``backends``."""
+
+    def __init__(self, backends, port: int = 9090) -> None:
+        import shutil as _shutil
+        import tempfile
+        from pathlib import Path
+        self.port, self._dir = port, Path(tempfile.mkdtemp(prefix="pd-h2c-"))
+        self._rm = lambda: _shutil.rmtree(self._dir, ignore_errors=True)
+        servers = "".join(f" server {{ listen {b.ip}:{port} http2; location / {{ return 200 \"{b.name}\"; }} }}\n"
+                          for b in backends.backends)
+        (self._dir / "nginx.conf").write_text(
+            f"user root;\nworker_processes 1;\npid {self._dir}/nginx.pid;\nerror_log {self._dir}/error.log;\n"
+            f"events {{ worker_connections 64; }}\nhttp {{ access_log off;\n client_body_temp_path {self._dir}/body;\n"
+            f"{servers}}}\n")
+        self._proc = subprocess.Popen(["ip", "netns", "exec", backends.netns, "/usr/sbin/nginx", "-p", str(self._dir),
+                                       "-c", str(self._dir / "nginx.conf"), "-e", str(self._dir / "error.log"),
+                                       "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+        self._rm()
+
+
+def test_grpc_route_matches_service_method_and_headers_on_the_grpc_lane(fake_api, ingress_controller, netns_backends,
+                                                                        tmp_path):
+    from tests.helpers.certs import self_signed
+    from tests.ingress.gateway_objects import grpc_route, https_listener
+
+    host = "rpc.example"
+    cert, key = self_signed(host, tmp_path)
+    backends = netns_backends(["tenant", "ping", "service"])
+    h2c = _H2cBackends(backends)
+    try:
+        fake_api.create(o.tls_secret("cert", cert, key))
+        fake_api.create(_plain(gateway_class()))
+        fake_api.create(_plain(gateway(listeners=[https_listener(hostname=host)])))
+        for b in backends.backends:
+            fake_api.create(o.service(b.name, port=80))
+            fake_api.create(o.endpoint_slice(b.name, [b.ip], port=h2c.port))
+        fake_api.create(_plain(grpc_route(hostnames=[host], rules=[
+            rule(backend("tenant"), matches=[{"method": {"service": "echo.Echo", "method": "Ping"},
+                                             "headers": _headers(("x-tenant", "^a"), kind="RegularExpression")}]),
+            rule(backend("ping"), matches=[{"method": {"service": "echo.Echo", "method": "Ping"}}]),
+            rule(backend("service"), matches=[{"method": {"service": "echo.Echo"}}]),
+        ])))
+        running = ingress_controller("--publish-status-address", "192.0.2.1")
+        running.wait_ready()
+        grpc = {"content-type": "application/grpc", "te": "trailers"}
+        wait_for(lambda: _curl_h2(running, host, "/echo.Echo/Ping", grpc) == "ping", 20, message="gRPC served")
+        assert _curl_h2(running, host, "/echo.Echo/Ping", {**grpc, "x-tenant": "abc"}) == "tenant"
+        assert _curl_h2(running, host, "/echo.Echo/Ping", {**grpc, "x-tenant": "b"}) == "ping"
+        assert _curl_h2(running, host, "/echo.Echo/Other", grpc) == "service"
+        assert _curl_h2(running, host, "/other.Svc/Ping", grpc) == "404"
+        # Not gRPC (no application/grpc content type): the gRPC entries do not take it.
+        assert _curl_h2(running, host, "/echo.Echo/Ping", {"content-type": "text/plain"}) == "404"
+    finally:
+        h2c.stop()
