@@ -196,11 +196,12 @@ def test_invalid_backends_answer_500_for_their_share_and_the_rest_serves(fake_ap
         rule(backend("web", kind="Pod", group=""), matches=[path("/kind")]),  # InvalidKind
         rule(backend("web", weight=1), backend("gone", weight=1), matches=[path("/half")]),
         rule(backend("web", weight=0), matches=[path("/zero")]),  # all weights zero
+        rule(backend("web", namespace="other"), matches=[path("/cross")]),  # RefNotPermitted: no ReferenceGrant
     ])
     running = _serve(fake_api, ingress_controller, netns_backends, ["web"], route)
     _wait(running, "500", path="/missing")
-    assert [_answer(_send(running, p)) for p in ("/", "/missing", "/kind", "/zero", "/x")] == [
-        "web", "500", "500", "500", "web"]
+    assert [_answer(_send(running, p)) for p in ("/", "/missing", "/kind", "/zero", "/cross", "/x")] == [
+        "web", "500", "500", "500", "500", "web"]
     half = collections.Counter(_answer(_send(running, "/half")) for _ in range(200))
     assert set(half) == {"web", "500"} and 60 <= half["web"] <= 140, half  # sd 7: far inside
     conditions = _route_conditions(fake_api, "route")
