@@ -210,7 +210,8 @@ def lower(table: GatewayTable, *, http_port: int, https_port: int, services: Map
     """Lower ``table`` (see the module docstring). ``http_port``/``https_port``:
     the data plane's local ports; ``slices(service key)``: its EndpointSlices;
     ``now``: wall-clock seconds (certificate validity); ``cache``: reuse the
-    Servers of unchanged hosts (see ``LoweringCache``)."""
+    Servers of unchanged hosts and Backends of unchanged Service ports (see
+    ``LoweringCache``)."""
     with gcpause.paused:  # see gcpause: at 10,000 hosts CPU 0.40 -> 0.35 s (median of 5, process time)
         return _lower(table, http_port, https_port, services, slices, secrets, now, cache)
 
