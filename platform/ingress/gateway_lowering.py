@@ -24,7 +24,9 @@ label, where Gateway API matches one or more.
 
 ``merge`` puts the lowered Servers beside the Ingress ones: on a host both
 have, the locations are united and, for the very same match and path, the
-route's locations (all its candidates) replace the Ingress's; otherwise the router's path order
+route's locations (all its candidates) replace the Ingress's, except that a
+path the route only names with conditions (headers, query, method) keeps the
+Ingress's location as its last candidate; otherwise the router's path order
 decides (it is the order the Gateway precedence already follows).
 """
 
@@ -271,8 +273,14 @@ def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server,
         def key(loc: Location) -> tuple:
             return (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
         mine = {key(loc) for loc in server.locations}
-        kept = tuple(loc for loc in current.locations if key(loc) not in mine)
+        # A path whose route entries all have conditions keeps the Ingress's
+        # location as its last candidate (for the requests none of them takes),
+        # when it is written alike (so the model's order keeps it last).
+        open_paths = {(key(loc), loc.path) for loc in server.locations} - {
+            (key(loc), loc.path) for loc in server.locations if loc.conditions is None}
+        kept = tuple(loc for loc in current.locations
+                     if key(loc) not in mine or (key(loc), loc.path) in open_paths)
         merged[server.hostname] = replace(
-            current, locations=kept + server.locations, tls=current.tls or server.tls,
+            current, locations=server.locations + kept, tls=current.tls or server.tls,
             tls_certificate=current.tls_certificate or server.tls_certificate)
     return tuple(merged[name] for name in sorted(merged))

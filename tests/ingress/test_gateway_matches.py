@@ -191,3 +191,20 @@ def test_the_server_cache_reuses_unchanged_hosts_and_equals_a_fresh_lowering():
     assert second.servers[0] is first.servers[0]  # a.example: unchanged, the very same object
     assert second.servers[1] is not first.servers[1] and second.servers[1] != first.servers[1]
     assert second.backends[0] is first.backends[0]  # the same Service port with the same endpoints
+
+
+def test_an_ingress_path_stays_the_fallback_of_a_route_path_with_conditions_only():
+    from platformd.ingress.gateway_lowering import merge
+
+    ingress = Server("a.example", locations=(Location("/", backend="ing-root"), Location("/api", backend="ing-api"),
+                                             Location("/v1", backend="ing-v1")))
+    route = Server("a.example", locations=(
+        Location("/", backend="gw-canary", conditions=Conditions(headers=(ValueMatch("x-env", "canary"),))),
+        Location("/api", backend="gw-api"),
+        Location("/v1", backend="gw-post", conditions=Conditions(method="POST")),
+        Location("/v1", backend="gw-v1")))
+    [merged] = merge([ingress], [route])
+    assert [(loc.path, loc.backend) for loc in merged.locations] == [
+        ("/api", "gw-api"),  # the route names it plainly: it takes it
+        ("/v1", "gw-post"), ("/v1", "gw-v1"),  # the route's own plain candidate ends the path
+        ("/", "gw-canary"), ("/", "ing-root")]  # the Ingress answers what the condition does not take
