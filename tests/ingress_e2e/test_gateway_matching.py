@@ -326,3 +326,16 @@ def test_grpc_route_matches_service_method_and_headers_on_the_grpc_lane(fake_api
         assert _curl_h2(running, host, "/echo.Echo/Ping", {"content-type": "text/plain"}) == "404"
     finally:
         h2c.stop()
+
+
+def test_a_header_matched_route_beside_an_ingress_on_the_same_path(fake_api, ingress_controller, netns_backends):
+    """Moving a host to Gateway API one condition at a time: the route takes
+    the requests its header match holds for, the Ingress keeps the rest."""
+    route = http_route(hostnames=[HOST], rules=[
+        rule(backend("canary"), matches=[{**path("/"), "headers": _headers(("x-env", "canary"))}])])
+    fake_api.create(o.ingress_class())
+    fake_api.create(o.ingress("old", HOST, [("/", "stable", 80)]))
+    running = _serve(fake_api, ingress_controller, netns_backends, ["stable", "canary"], route)
+    _wait(running, "canary", headers={"x-env": "canary"})
+    assert _answer(_send(running, "/x")) == "stable"
+    assert _answer(_send(running, "/x", headers={"x-env": "other"})) == "stable"
