@@ -21,7 +21,8 @@ Prints these figures (run from the repository root: ``.venv/bin/python bench/ben
 2. Instructions per request of the same paths under callgrind
    (bench/instructions.py): the repeatable figure, unmoved by other load;
    the router path also with 10,000 more Ingresses (2 paths each) in the
-   route table. Skipped without valgrind.
+   route table, and beside a Gateway table of its own port (lua/bound.lua).
+   Skipped without valgrind.
 3. Endpoint-change propagation: the backend's only endpoint moves between two
    servers, 200 times through ``DataPlane.apply``; after each, requests on
    fresh connections (any worker) are sent until one is answered by the new
@@ -55,7 +56,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import httpx  # noqa: E402
 import instructions  # noqa: E402
 
-from platformd.ingress.model import Backend, Configuration, Location, Server  # noqa: E402
+from platformd.ingress.model import Backend, BoundHosts, Configuration, Location, Server  # noqa: E402
 from platformd.ingress.render import dynamic_sections  # noqa: E402
 from tests.helpers.backends import NginxBackend  # noqa: E402
 from tests.ingress.conftest import DataPlaneHarness, lua_ready  # noqa: E402
@@ -281,6 +282,14 @@ def bench_instructions(harness: DataPlaneHarness, backend: NginxBackend, text: s
         counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
                                             pusher(config_for(backend)), requests=requests, warmup=requests,
                                             settle=SETTLE_S)
+    # An Ingress request while Gateway tables of their own exist (lua/bound.lua: a
+    # mapped listener port): what $server_port and the table lookup add.
+    name = "lua beside gateway tables"
+    target = instructions.Target(name, harness.http_port, HOST, b"fast")
+    gateway = BoundHosts(None, 1, (Server("gw.bench.example", locations=(Location("/", backend="bench-svc"),)),))
+    counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,
+                                        pusher(replace(config_for(backend), bound=(gateway,))),
+                                        requests=requests, warmup=requests, settle=SETTLE_S)
     name = f"lua at {large:,} ingresses"
     target = instructions.Target(name, harness.http_port, HOST, b"fast")
     counts[name] = instructions.measure(text, harness.state_dir, target, harness.lua.healthy,

@@ -9,6 +9,7 @@ local MODULES = {
   "configuration", "balancer", "canary", "certificate", "router", "util.cidr", "util.limit",
   "balancer.round_robin", "balancer.ewma", "balancer.chash",
   "balancer.sticky_balanced", "balancer.sticky_persistent",
+  "auth", "auth_basic", "auth_digest", "auth_external",
 }
 
 --- Master process: load every module once so workers share the compiled code

@@ -41,6 +41,8 @@
 local cidr = require("util.cidr")
 local conditions = require("conditions")
 local weighted = require("weighted")
+local bound = require("bound")
+local request_redirect = require("redirect")
 local changes_now = require("util.changes").current
 local reader = require("util.variable").reader
 
@@ -119,8 +121,13 @@ local function compile_policy(p)
     connections = p.limit_connections,
     proxy = redirect == nil,
   }
+  local gateway_redirect = value(p.request_redirect)
+  if gateway_redirect ~= nil then
+    policy.request_redirect = request_redirect.compile(gateway_redirect, null)
+    policy.proxy = false
+  end
   -- Served by `fast()` alone: nothing to apply but the proxy itself.
-  policy.simple = p.fast and redirect == nil and cors == nil and rewrite_target == nil
+  policy.simple = p.fast and policy.proxy and cors == nil and rewrite_target == nil
     and p.limit_rps == 0 and p.limit_connections == 0 and p.allow[1] == nil and p.deny[1] == nil
   if rewrite_target ~= nil then
     policy.rewrite_parts = target_parts(rewrite_target)
@@ -131,6 +138,10 @@ local function compile_policy(p)
   end
   if p.deny[1] ~= nil then
     policy.deny = assert(cidr.compile(p.deny))
+  end
+  if value(p.auth) ~= nil then -- lua/auth.lua: basic, digest, external, satisfy
+    policy.auth = require("auth").compile(p.auth)
+    policy.simple = false
   end
   return policy
 end
@@ -228,6 +239,7 @@ function M.assemble(meta, shards)
     compiled.port_suffix = ":" .. meta.ssl_redirect.port
   end
   compiled.default = compile_host(meta.default, lazy(meta.policies, compile_policy))
+  compiled.binds = bound.compile(value(meta.binds), compile_host, lazy(meta.policies, compile_policy), null)
   local count = #shards
   local hash = M.hash
   compiled.hosts = setmetatable({}, { __index = function(t, name)
@@ -253,6 +265,14 @@ end
 
 --- The host entry serving `name` (lower-case, no port).
 function M.find(compiled, name)
+  local binds, any = compiled.binds, nil
+  if binds ~= nil then -- Gateways on their own address or port (lua/bound.lua)
+    local host
+    host, any = bound.find(binds, name)
+    if host ~= nil then
+      return host
+    end
+  end
   if name ~= nil then
     local host = compiled.hosts[name]
     if host ~= nil then
@@ -266,7 +286,7 @@ function M.find(compiled, name)
       end
     end
   end
-  return compiled.default
+  return any or compiled.default
 end
 
 --- The longest Prefix location of `host` matching `uri`, or nil: one hash
@@ -576,6 +596,9 @@ function M.route(lane)
     return ssl_redirect(routes)
   end
   if not policy.proxy then
+    if policy.request_redirect ~= nil then
+      return request_redirect.answer(policy.request_redirect)
+    end
     return ngx.redirect(policy.redirect.target, policy.redirect.code)
   end
   if policy.cors ~= nil then
@@ -590,7 +613,13 @@ function M.route(lane)
   if policy.rps > 0 or policy.connections > 0 then
     limits(location, policy)
   end
-  if (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
+  if policy.auth ~= nil then
+    local address = nil -- what the allow/deny lists say: nil (nothing), "denied", "allowed"
+    if policy.deny ~= nil or policy.allow ~= nil then
+      address = access_denied(policy) and "denied" or (policy.allow ~= nil and "allowed" or nil)
+    end
+    require("auth").access(policy.auth, address)
+  elseif (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
     return ngx.exit(ngx.HTTP_FORBIDDEN)
   end
   if location.split ~= nil then -- Gateway API weighted backends; nil: an invalid backend's share

@@ -451,6 +451,43 @@ local function check_addresses(obj, field, path, deps)
   return list
 end
 
+-- A Gateway API RequestRedirect (platformd.ingress.bound.redirect_payload).
+local function check_request_redirect(obj, path, deps)
+  local value = opt_object(obj, "request_redirect", path, deps)
+  if value == nil then
+    return nil
+  end
+  path = path .. ".request_redirect"
+  local r = {
+    code = required(value, "code", path, deps, opt_integer, 301, 308),
+    scheme = required(value, "scheme", path, deps, opt_string),
+    hostname = opt_string(value, "hostname", path, deps),
+    port = required(value, "port", path, deps, opt_string),
+    path = opt_string(value, "path", path, deps),
+    prefix_length = opt_integer(value, "prefix_length", path, deps, 0, 1024),
+  }
+  if not REDIRECT_CODES[r.code] then
+    fail(path .. ".code", "must be a redirect status")
+  end
+  if not SCHEMES[r.scheme] then
+    fail(path .. ".scheme", "must be \"http\" or \"https\"")
+  end
+  if r.hostname ~= nil and (#r.hostname > 253 or not r.hostname:match(HOSTNAME)) then
+    fail(path .. ".hostname", "must be a host name")
+  end
+  if r.port ~= "" and not r.port:match("^:%d%d?%d?%d?%d?$") then
+    fail(path .. ".port", "must be \"\" or \":<port>\"")
+  end
+  if r.path ~= nil and #r.path > 0 and (#r.path > 1024 or not r.path:match(ROUTE_PATH)) then
+    fail(path .. ".path", "must be a URL path")
+  end
+  if r.path == nil and r.prefix_length ~= nil then
+    fail(path .. ".path", "a prefix replacement needs a path")
+  end
+  return r
+end
+
+local check_binds
 local function check_route_policy(value, path, deps)
   if type(value) ~= "table" then
     fail(path, "must be an object")
@@ -470,6 +507,7 @@ local function check_route_policy(value, path, deps)
     limit_rps = required(value, "limit_rps", path, deps, opt_integer, 0, 1e9),
     limit_burst = required(value, "limit_burst", path, deps, opt_integer, 0, 1e12),
     limit_connections = required(value, "limit_connections", path, deps, opt_integer, 0, 1e9),
+    request_redirect = check_request_redirect(value, path, deps),
   }
   -- A generated lane (platform/ingress/lanes.py) is named by a digest; the
   -- data plane pushes routes naming one only once nginx runs it.
@@ -496,6 +534,12 @@ local function check_route_policy(value, path, deps)
     end
   end
   policy.timeouts = { timeouts[1], timeouts[2], timeouts[3] }
+  if not absent(value.auth, deps) then -- lua/auth.lua checks its own entry
+    local problem = require("auth").validate(value.auth, deps.null)
+    if problem ~= nil then
+      fail(path .. ".auth", problem)
+    end
+  end
   return policy
 end
 
@@ -575,7 +619,7 @@ function check_route(value, path, deps, policies)
   if value.when ~= nil or value.split ~= nil or value.next ~= nil then
     check_choice(route, value, path, deps, policies)
   end
-  if route.backend == nil and policy.redirect == nil and route.split == nil then
+  if route.backend == nil and policy.redirect == nil and policy.request_redirect == nil and route.split == nil then
     fail(path .. ".backend", "a route needs a backend or a redirect")
   end
   if route.rewrite ~= nil then
@@ -638,9 +682,10 @@ local function check_policies(data, deps, out)
   return out
 end
 
-local function check_hosts(data, deps, policies, out)
-  for name, host in pairs(required(data, "hosts", "data", deps, opt_object)) do
-    local path = "data.hosts[" .. tostring(name) .. "]"
+local function check_hosts(data, deps, policies, out, within)
+  within = within or "data"
+  for name, host in pairs(required(data, "hosts", within, deps, opt_object)) do
+    local path = within .. ".hosts[" .. tostring(name) .. "]"
     if type(name) ~= "string" then
       fail(path, "must be keyed by host name")
     end
@@ -651,6 +696,33 @@ local function check_hosts(data, deps, policies, out)
     out[name] = check_host(host, path, deps, policies)
   end
   return out
+end
+
+-- The per address / port tables (platformd.ingress.bound): optional.
+check_binds = function(data, deps, policies)
+  local binds = {}
+  for i, item in ipairs(opt_array(data, "binds", "data", deps)) do
+    local where = "data.binds[" .. i .. "]"
+    if type(item) ~= "table" then
+      fail(where, "must be an object")
+    end
+    local address = opt_string(item, "address", where, deps)
+    if address ~= nil and not address:match("^[%x%.:]+$") then
+      fail(where .. ".address", "must be an IP address")
+    end
+    local bind = {
+      address = address,
+      port = required(item, "port", where, deps, opt_integer, 1, 65535),
+      fallback = required(item, "fallback", where, deps, opt_boolean),
+      hosts = check_hosts(item, deps, policies, {}, where),
+    }
+    local default = opt_object(item, "default", where, deps)
+    if default ~= nil then
+      bind.default = check_host(default, where .. ".default", deps, policies)
+    end
+    binds[i] = bind
+  end
+  return binds
 end
 
 -- What the "routes" section and the whole-table form share: the policies,
@@ -672,6 +744,7 @@ local function check_meta(data, deps)
     fail("data.ssl_redirect.code", "must be 301, 302, 307 or 308")
   end
   out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
+  out.binds = check_binds(data, deps, out.policies)
   return out
 end
 

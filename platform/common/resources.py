@@ -80,6 +80,8 @@ ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "Endpoint
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 # Least privilege in memory: the only Secrets the ingress controller serves.
 TLS_SECRETS = Resource("", "v1", "secrets", "Secret", True, field_selector="type=kubernetes.io/tls")
+# The Secrets auth-secret names (htpasswd / htdigest): docs/security.md, "Secrets".
+OPAQUE_SECRETS = Resource("", "v1", "secrets", "Secret", True, field_selector="type=Opaque")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

@@ -7,20 +7,26 @@ value that got in has passed the model's validators) plus an
 
 Safety: before its own parser runs, every string value passes ``_plain``
 (no control characters, quotes, backslashes, backticks, ``;``, braces or
-``$``). The only exceptions are the three annotations whose grammar needs
+``$``). The only exceptions are the annotations whose grammar needs
 ``$`` or braces, and each has a stricter validator of its own:
 ``rewrite-target`` (``$1``..``$9`` capture groups only), ``upstream-hash-by``
 (nginx variables only, read by Lua) and ``canary-by-header-pattern`` (a regex
-with a location regex's token rules, compiled by Lua's own engine). So no annotation value can end an nginx token
+with a location regex's token rules, compiled by Lua's own engine); and
+``auth-url``, ``auth-signin``, ``auth-cache-key``, which may hold request
+variables from an allowlist (``auth``), read by Lua by name. So no annotation value can end an nginx token
 or directive, expand a variable, or reach Lua code.
 
 Scope: all annotations here are Ingress-wide; the translator decides what an
 error costs (see ``translate``: an Ingress with any refused annotation
 contributes nothing). Snippet annotations (``*-snippet``) are always refused:
-the model cannot carry raw nginx text, and we never render it. ``auth-*``
-and ``satisfy`` are refused too (unsupported, and ignoring them would expose
-what they protect). Other unknown annotations under the prefix are only
-reported (``unsupported``), since they cannot widen access.
+the model cannot carry raw nginx text, and we never render it. The
+authentication group (``auth-*`` but ``auth-tls-*``, ``satisfy``,
+``enable-global-auth``) is parsed by ``auth``; ``auth-cache-key`` may hold
+``$`` (request variables Lua reads by name, an allowlist). Other
+security-bearing annotations we lack (``auth-tls-*``, ``proxy-ssl-*``) are
+refused: ignoring them would expose what they protect. Other unknown
+annotations under the prefix are only reported (``unsupported``), since they
+cannot widen access.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import validate as v
 from platformd.ingress.globalconfig import parse_bool, parse_int
 from platformd.ingress.model import (
@@ -89,6 +96,7 @@ class Annotations:
     # canary
     canary: bool = False
     traffic_shaping: TrafficShapingPolicy | None = None
+    auth: auth_mod.AuthRequest | None = None  # auth-*, satisfy (resolved per Ingress by translate)
 
     @property
     def regex_paths(self) -> bool:
@@ -244,6 +252,25 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "upstream-vhost": _checked(v.upstream_vhost),
 }
 
+def _auth_value(name: str) -> Callable[[str], object]:
+    """auth.py's parser. auth-cache-key, auth-url and auth-signin may hold
+    request variables (their parsers allow a fixed list that Lua reads by
+    name): those pass _plain but for '$' and the braces of ``${name}``;
+    every other passes _plain whole."""
+    parser = auth_mod.PARSERS[name]
+    if name not in ("auth-cache-key", "auth-url", "auth-signin"):
+        return lambda text: parser(_plain(text))
+
+    def with_variables(text: str) -> object:
+        _plain(text.replace("${", "").replace("}", "").replace("$", ""))
+        return parser(text)
+
+    return with_variables
+
+
+PARSERS.update({name: _auth_value(name) for name in auth_mod.ANNOTATIONS})
+
+
 # Security-bearing and not supported yet: serving the Ingress without them
 # would expose what they protect, so it is not served (fail closed). Backend
 # TLS settings belong here too: `backend-protocol: HTTPS` with
@@ -395,6 +422,15 @@ def _traffic_shaping(r: _Reader) -> TrafficShapingPolicy | None:
     )
 
 
+def _auth(r: _Reader) -> auth_mod.AuthRequest | None:
+    values = {name: r.get(name) for name in auth_mod.ANNOTATIONS if r.has(name)}
+    errors: list[tuple[tuple[str, ...], str]] = []
+    made = auth_mod.request(values, errors)
+    for names, reason in errors:
+        r.fail(names, reason)
+    return made
+
+
 def parse(annotations: Mapping[str, str] | None, *, allow_snippets: bool = False) -> Parsed:
     """Parse every ``nginx.ingress.kubernetes.io/*`` annotation of one Ingress."""
     items = tuple(sorted((k, val) for k, val in (annotations or {}).items() if k.startswith(PREFIX)))
@@ -455,6 +491,7 @@ def _parse(items: tuple[tuple[str, object], ...], allow_snippets: bool) -> Parse
         default_backend=r.get("default-backend"),
         canary=bool(r.get("canary", False)),
         traffic_shaping=_traffic_shaping(r),
+        auth=_auth(r),
     )
     if result.canary and result.traffic_shaping is None:
         result = replace(result, canary=False)

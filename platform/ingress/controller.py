@@ -63,6 +63,7 @@ from platformd.common.store import (
     key_of,
 )
 from platformd.ingress import annotations as ann_mod
+from platformd.ingress import auth
 from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
 from platformd.ingress.model import Backend, Configuration, service_backend_name
@@ -76,6 +77,8 @@ log = logging.getLogger(__name__)
 
 _BY_SERVICE = "service"
 _BY_SECRET = "secret"
+_BY_AUTH_SECRET = "auth-secret"  # Opaque Secrets named by auth-secret
+_BY_AUTH_CONFIGMAP = "auth-configmap"  # ConfigMaps named by auth-proxy-set-headers
 _BY_DEFAULT_BACKEND = "default-backend"  # Services named by the default-backend annotation
 
 
@@ -239,12 +242,16 @@ class Controller:
         self._on_synced = on_synced
         self.ingresses = factory.informer(resources.INGRESSES, {
             _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_secret,
-            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend})
+            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend,
+            _BY_AUTH_SECRET: auth.index_ingress_by_auth_secret, _BY_AUTH_CONFIGMAP: auth.index_ingress_by_auth_configmap})
         self.classes = factory.informer(resources.INGRESS_CLASSES)
         self.services = factory.informer(resources.SERVICES)
         self.slices = factory.informer(resources.ENDPOINT_SLICES, {_BY_SERVICE: index_endpointslice_by_service})
         # TLS Secrets only: the only ones we serve; no other Secret is ever held.
         self.secrets = factory.informer(resources.TLS_SECRETS)
+        # Opaque Secrets, for auth-secret: a second watch with its own type
+        # selector, so TLS handling is unchanged (docs/security.md, "Secrets").
+        self.auth_secrets = factory.informer(resources.OPAQUE_SECRETS)
         self.configmaps = None
         if options.configmap:
             self.configmaps = (configmap_factory or factory).informer(resources.CONFIGMAPS)
@@ -333,6 +340,7 @@ class Controller:
         self.classes.add_handler(_Marker(lambda obj: self._full.run()))
         self.services.add_handler(_Marker(self._on_service))
         self.secrets.add_handler(_Marker(self._on_secret))
+        self.auth_secrets.add_handler(_Marker(self._on_auth_secret))
         self.slices.add_handler(_Marker(self._on_slice))
         if self.configmaps is not None:
             self.configmaps.add_handler(_Marker(self._on_configmap))
@@ -368,8 +376,13 @@ class Controller:
             if use == "other":
                 self._full.run()
 
+    def _on_auth_secret(self, obj: dict) -> None:
+        if self.ingresses.store.index_keys(_BY_AUTH_SECRET, key_of(obj)):
+            self._full.run()
+
     def _on_configmap(self, obj: dict) -> None:
-        if key_of(obj) == self.options.configmap:
+        key = key_of(obj)
+        if key == self.options.configmap or self.ingresses.store.index_keys(_BY_AUTH_CONFIGMAP, key):
             self._full.run()
 
     # --- the full sync ---------------------------------------------------------
@@ -436,14 +449,29 @@ class Controller:
         configmap = None
         if self.configmaps is not None and self.options.configmap:
             configmap = self.configmaps.store.get(self.options.configmap)
+        ingresses = tuple(self.ingresses.store.list())
         return Snapshot(
-            ingresses=tuple(self.ingresses.store.list()),
+            ingresses=ingresses,
             ingress_classes=tuple(self.classes.store.list()),
             services=dict(self.services.store.items()),
             endpoint_slices={k: tuple(v) for k, v in slices.items()},
-            secrets=dict(self.secrets.store.items()),
+            secrets={**self._auth_secrets(ingresses), **dict(self.secrets.store.items())},
             configmap=configmap,
+            configmaps=self._auth_configmaps(ingresses),
         )
+
+    def _auth_secrets(self, ingresses: Iterable[dict]) -> dict[str, dict]:
+        """The Opaque Secrets some Ingress's auth-secret names (no other is
+        handed to the translation)."""
+        store = self.auth_secrets.store
+        keys = {k for obj in ingresses for k in auth.index_ingress_by_auth_secret(obj)}
+        return {k: o for k in keys if (o := store.get(k)) is not None}
+
+    def _auth_configmaps(self, ingresses: Iterable[dict]) -> dict[str, dict]:
+        if self.configmaps is None:
+            return {}
+        keys = {k for obj in ingresses for k in auth.index_ingress_by_auth_configmap(obj)}
+        return {k: o for k in keys if (o := self.configmaps.store.get(k)) is not None}
 
     def _localize(self, config: Configuration) -> Configuration:
         """Process-level settings that are not the cluster's to choose."""
@@ -536,8 +564,10 @@ class Controller:
         configmap = None
         if self.configmaps is not None and opts is not None and self.options.configmap:
             configmap = self.configmaps.store.get(self.options.configmap)
+        secrets.update(self._auth_secrets(ingresses))
         return Snapshot(ingresses=ingresses, ingress_classes=tuple(self.classes.store.list()),
-                        services=services, endpoint_slices=slices, secrets=secrets, configmap=configmap)
+                        services=services, endpoint_slices=slices, secrets=secrets, configmap=configmap,
+                        configmaps=self._auth_configmaps(ingresses))
 
     # --- recording and telling ------------------------------------------------------
 

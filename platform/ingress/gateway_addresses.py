@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
+from platformd.ingress.view import UNAVAILABLE_ADDRESS
 
 __all__ = ["Assignment", "assign", "parse_pool"]
 
@@ -37,7 +38,10 @@ MAX_POOL = 4096
 def parse_pool(text: str) -> tuple[str, ...]:
     """``"10.0.0.10,10.0.0.11"`` or ``"10.0.0.8/29"`` (or a mix) -> sorted unique
     addresses. A CIDR of more than one address yields its usable hosts.
-    Raises ValueError naming the bad entry."""
+    Raises ValueError naming the bad entry. The data plane's internal
+    address (view.UNAVAILABLE_ADDRESS, its 503 server) is refused when listed
+    and left out of a CIDR: requests to it never reach the router."""
+    internal = ipaddress.ip_address(UNAVAILABLE_ADDRESS)
     found: set[ipaddress._BaseAddress] = set()
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -48,9 +52,12 @@ def parse_pool(text: str) -> tuple[str, ...]:
                 if net.num_addresses > MAX_POOL:
                     raise ValueError(f"{part}: more than {MAX_POOL} addresses")
                 hosts = list(net.hosts()) if net.num_addresses > 2 else list(net)
-                found.update(hosts)
+                found.update(h for h in hosts if h != internal)
             else:
-                found.add(ipaddress.ip_address(part))
+                address = ipaddress.ip_address(part)
+                if address == internal:
+                    raise ValueError("the data plane's internal address")
+                found.add(address)
         except ValueError as exc:
             raise ValueError(f"bad --gateway-address-pool entry {part!r}: {exc}") from None
     return tuple(str(a) for a in sorted(found, key=lambda a: (a.version, int(a))))

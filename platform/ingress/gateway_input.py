@@ -24,6 +24,8 @@ SUPPORTED_VERSION = "v1.6.1"
 class GatewayOptions:
     """``listener_ports``: listener port -> local port for ports other than
     80 (served on ``http_port``) and 443 (on ``https_port``).
+    ``tls_listener_ports``: those of ``listener_ports`` served with TLS (HTTPS
+    listeners); the others serve plain HTTP.
     ``address_pool``: the addresses Gateways are given one each (empty: every
     Gateway shares ``publish_addresses``, which is what ``--publish-service`` /
     ``--publish-status-address`` / the node give Ingresses)."""
@@ -34,6 +36,7 @@ class GatewayOptions:
     listener_ports: Mapping[int, int] = field(default_factory=dict)
     address_pool: tuple[str, ...] = ()
     publish_addresses: tuple[str, ...] = ()
+    tls_listener_ports: frozenset[int] = frozenset()  # listener ports whose local port serves TLS
 
     def __post_init__(self) -> None:
         if not isinstance(self.listener_ports, MappingProxyType):

@@ -136,6 +136,9 @@ def _local_port(options: GatewayOptions, port: int, protocol: str) -> tuple[int 
     local = options.listener_ports.get(port)
     if local is None:
         return None, f"port {port} is not mapped to a local port (--gateway-listener-port)"
+    tls = port in options.tls_listener_ports
+    if (protocol == "HTTPS") != tls:
+        return None, f"port {port} is mapped to local port {local}, which serves {'TLS' if tls else 'plain HTTP'}"
     return local, ""
 
 

@@ -11,27 +11,40 @@ mean to answer. Header / query / method matches become a location's
 ``conditions`` (several locations per path, in precedence order) and weighted
 backends, invalid-backend shares and 500 answers its ``split``
 (``gateway_matches``, ``route_choice``). What needs the router to grow (the
-gaps, in docs/gateway-api.md): redirects that keep parts of the request
-(host, path, port), request / response header modifiers, mirrors, timeouts,
-per-address Gateways (``--gateway-address-pool``), listener ports other than
-80/443, and the "any host" entry.
+gaps, in docs/gateway-api.md): request / response header modifiers and
+mirrors.
+
+Hosts of binds on a pool address (``--gateway-address-pool``) or on a mapped
+listener port (``--gateway-listener-port``) go to tables of their own
+(``Lowered.bound`` -> ``Configuration.bound``, lua/bound.lua), one per local
+address and port; the rest share the Ingress table. A listener without
+hostname ("*") is a table's ``any_host``; on the shared ports it joins the
+catch-all (``Lowered.any_host``). Both kinds of table are compiled by the
+router's own host code, so conditions and splits work alike in them.
+RequestRedirect becomes a ``RequestRedirect`` the router completes per
+request (lua/redirect.lua); timeouts become the route's connect/send/read
+timeouts.
 
 A host served only on an HTTPS listener gets ``ssl_redirect`` (plain HTTP
 requests are redirected to HTTPS rather than served); its Server's
 certificate is the first usable Secret of the listener that serves it.
-Wildcard hosts keep their name: the router matches ``*.example.com`` for one
-label, where Gateway API matches one or more.
+Wildcard hosts keep their name: in the shared table the router matches
+``*.example.com`` for one label, where Gateway API matches one or more (the
+bound tables match one or more).
 
 ``merge`` puts the lowered Servers beside the Ingress ones: on a host both
 have, the locations are united and, for the very same match and path, the
 route's locations (all its candidates) replace the Ingress's, except that a
 path the route only names with conditions (headers, query, method) keeps the
 Ingress's location as its last candidate; otherwise the router's path order
-decides (it is the order the Gateway precedence already follows).
+decides (it is the order the Gateway precedence already follows). The same
+rule (``merge_locations``) joins the any-host locations to the catch-all's and
+the Ingress paths of a name to its host in a bound table.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -42,11 +55,11 @@ from platformd.ingress import gateway_matches
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
 from platformd.ingress.model import (
-    Backend, BackendProtocol, Certificate, Cors, Location, PathMatch, ProxySettings, Redirect, Server, prefix_base,
-    service_backend_name,
+    Backend, BackendProtocol, BoundHosts, Certificate, Cors, Location, PathMatch, ProxySettings, RequestRedirect,
+    Server, Timeouts, prefix_base, service_backend_name,
 )
 
-__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge"]
+__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge", "merge_locations"]
 
 _MATCH = {"Exact": PathMatch.EXACT, "PathPrefix": PathMatch.PREFIX, "RegularExpression": PathMatch.REGEX}
 _WELL_KNOWN = {"http": 80, "https": 443}
@@ -69,6 +82,11 @@ class Lowered:
     backends: tuple[Backend, ...] = ()
     certificates: tuple[Certificate, ...] = ()  # ids "ns/name", as the Ingress translation's
     skipped: tuple[Skipped, ...] = ()
+    bound: tuple[BoundHosts, ...] = ()  # Gateways on their own address or a mapped port
+    any_host: tuple[Location, ...] = ()  # listeners without hostname on the shared ports: the catch-all's
+    # The certificate of an HTTPS listener without hostname (the first one): for SNI names no
+    # certificate lists, unless the Ingresses name a default certificate (one for all addresses).
+    any_certificate: str | None = None
 
 
 def backend_name(service: str, port: int) -> str:
@@ -81,12 +99,23 @@ def backend_name(service: str, port: int) -> str:
     return f"{service_backend_name(namespace, name, port)}.route"
 
 
-def _redirect(action: RouteAction) -> Redirect:
-    r = action.redirect
-    if r.hostname is None or r.path_kind != "ReplaceFullPath":
-        raise _Unsupported("a redirect that keeps the request's host or path needs the router")
-    port = f":{r.port}" if r.port is not None and r.port != _WELL_KNOWN.get(r.scheme) else ""
-    return Redirect(target=f"{r.scheme}://{r.hostname}{port}{r.path}", code=r.status)
+def _redirect(action: RouteAction) -> RequestRedirect:
+    r = action.redirect  # scheme and port already the listener's (gateway_rules)
+    port = r.port if r.port is not None and r.port != _WELL_KNOWN.get(r.scheme) else None
+    return RequestRedirect(code=r.status, scheme=r.scheme, hostname=r.hostname, port=port,
+                           path_kind=r.path_kind, path=r.path, prefix=r.prefix)
+
+
+def _timeouts(action: RouteAction) -> Timeouts:
+    """``timeouts.backendRequest`` (else ``request``) as the route's connect,
+    send and read timeouts: whole seconds (rounded up), per attempt, and the
+    read timeout bounds the wait between two reads, not the whole answer (the
+    approximation docs/gateway-api.md states). nginx answers 504 when one runs out."""
+    limit = action.backend_timeout or action.request_timeout
+    if limit is None:
+        return Timeouts()
+    seconds = min(max(1, math.ceil(limit)), 86400)
+    return Timeouts(connect=seconds, send=seconds, read=seconds)
 
 
 def _rewrite_target(entry: RouteEntry) -> str | None:
@@ -119,8 +148,6 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tu
     conditions = gateway_matches.conditions(headers, match.query, method)
     if action.request_headers or action.response_headers or action.mirrors:
         raise _Unsupported("header modifiers and mirrors need the router")
-    if action.request_timeout or action.backend_timeout:
-        raise _Unsupported("request timeouts need the router")
     redirect, backend, split, targets = None, None, (), ()
     if action.status is not None:
         split = gateway_matches.ANSWER_500
@@ -129,13 +156,14 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tu
     else:
         backend, split, targets = gateway_matches.backends(action.backends, backend_name)
     proxy = ProxySettings(protocol=BackendProtocol.GRPC if action.grpc else BackendProtocol.HTTP,
-                          upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "")
+                          upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "",
+                          timeouts=_timeouts(action))
     path = match.path.value
     if match.path.kind == "PathPrefix":  # "/foo/" is "/foo": one key, so its candidates keep their order
         path = prefix_base(path)
     location = Location(path=path, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
-                        cors=_cors(action), rewrite_target=_rewrite_target(entry), redirect=redirect,
-                        ssl_redirect=ssl_redirect, conditions=conditions, split=split)
+                        cors=_cors(action), rewrite_target=_rewrite_target(entry),
+                        ssl_redirect=ssl_redirect, request_redirect=redirect, conditions=conditions, split=split)
     return location, targets
 
 
@@ -148,27 +176,32 @@ def _certificate(binds: Iterable[Bind], hostname: str, tls: Iterable[TlsBinding]
     return None
 
 
-def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
-            http_port: int, https_port: int) -> tuple[Server, set[tuple[str, int]]]:
-    binds = tuple(h.bind for h in hosts)
-    if any(b.address is not None for b in binds):
-        raise _Unsupported("Gateways on their own address (--gateway-address-pool) need the router")
-    if any(b.port not in (http_port, https_port) for b in binds):
-        raise _Unsupported("listener ports other than 80 and 443 need the router")
-    if hostname == hostnames.ANY:
-        raise _Unsupported("routes for any host need the router's catch-all")
-    if len({h.entries for h in hosts}) > 1:
-        raise _Unsupported("different routes on the HTTP and HTTPS listeners need the router")
-    https_only = all(b.protocol == "HTTPS" for b in binds)
+def _locations(entries: tuple[RouteEntry, ...], ssl_redirect: bool) -> tuple[list[Location], set[tuple[str, int]]]:
     locations, seen, targets = [], set(), set()
-    for entry in hosts[0].entries:
-        location, used = _location(entry, ssl_redirect=https_only)
+    for entry in entries:
+        location, used = _location(entry, ssl_redirect=ssl_redirect)
         key = (location.match, prefix_base(location.path) if location.match is PathMatch.PREFIX else location.path)
         if key in seen or (key, location.conditions) in seen:
             continue  # shadowed by an entry of higher precedence: never matched
         seen.add(key if location.conditions is None else (key, location.conditions))
         locations.append(location)
         targets.update(used)
+    return locations, targets
+
+
+def _host_locations(hosts: list[HostRoutes], shared: bool) -> tuple[list[Location], set[tuple[str, int]]]:
+    """The locations of one host name: on the shared ports (``shared``: any
+    address, --http-port and/or --https-port, beside the Ingresses; a host
+    only HTTPS listeners have redirects plain HTTP to HTTPS there) or in one
+    bound table (one bind; plain HTTP never reaches it)."""
+    https_only = shared and all(h.bind.protocol == "HTTPS" for h in hosts)
+    return _locations(hosts[0].entries, ssl_redirect=https_only)
+
+
+def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
+            shared: bool) -> tuple[Server, set[tuple[str, int]]]:
+    binds = tuple(h.bind for h in hosts)
+    locations, targets = _host_locations(hosts, shared)
     tls = any(b.protocol == "HTTPS" for b in binds)
     certificate = _certificate(binds, hostname, table.certificates) if tls else None
     return Server(hostname=hostname, locations=tuple(locations), tls=tls, tls_certificate=certificate), targets
@@ -221,44 +254,74 @@ def lower(table: GatewayTable, *, http_port: int, https_port: int, services: Map
 def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mapping[str, dict],
            slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
            cache: LoweringCache | None) -> Lowered:
-    by_name: dict[str, list[HostRoutes]] = {}
+    shared: dict[str, list[HostRoutes]] = {}
+    bound: dict[tuple[str | None, int], dict[str, list[HostRoutes]]] = {}
     for host in table.hosts:
-        by_name.setdefault(host.hostname, []).append(host)
-    servers, skipped, targets = [], [], set()
-    lowered: dict[tuple, tuple[Server, set[tuple[str, int]]]] = {}
-    for name in sorted(by_name, key=lambda n: (hostnames.specificity(n), n)):
-        hosts = by_name[name]
-        # What _server reads: the host's routes, its certificate and the ports.
-        key = (name, tuple(hosts), _certificate(tuple(h.bind for h in hosts), name, table.certificates),
-               http_port, https_port)
-        hit = cache.get(key) if cache is not None else None
-        if hit is not None:
-            server, used = hit
-        else:
+        bind = host.bind
+        if bind.address is None and bind.port in (http_port, https_port):
+            shared.setdefault(host.hostname, []).append(host)
+        else:  # a pool address or a mapped port: a table of its own (lua/bound.lua)
+            bound.setdefault((bind.address, bind.port), {}).setdefault(host.hostname, []).append(host)
+    for name, hosts in list(shared.items()):
+        if len({h.entries for h in hosts}) > 1:
+            # Other routes on the HTTP listener than on the HTTPS one (say, a redirect to
+            # https): one table per port, where the name's host is the listener's own.
+            del shared[name]
+            for host in hosts:
+                bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)
+    skipped, targets, any_certificates = [], set(), []
+    made: dict[tuple, tuple[Server, set[tuple[str, int]]]] = {}  # this lowering's Servers, for the cache
+
+    def lowered(by_name: dict[str, list[HostRoutes]], is_shared: bool) -> tuple[list[Server], tuple[Location, ...]]:
+        servers, any_host = [], ()
+        for name in sorted(by_name, key=lambda n: (hostnames.specificity(n), n)):
+            hosts = by_name[name]
             try:
-                server, used = _server(name, hosts, table, http_port, https_port)
+                if name == hostnames.ANY:  # the listener without hostname: served for names no host has
+                    locations, used = _host_locations(hosts, is_shared)
+                    any_host = tuple(locations)
+                    binds = tuple(h.bind for h in hosts if h.bind.protocol == "HTTPS")
+                    if binds:  # SNI names nobody lists get this listener's certificate
+                        any_certificates.append(_certificate(binds, hostnames.ANY, table.certificates))
+                else:
+                    # What _server reads: the host's routes (binds included), its certificate, the table kind.
+                    key = (name, tuple(hosts), _certificate(tuple(h.bind for h in hosts), name, table.certificates),
+                           is_shared)
+                    hit = cache.get(key) if cache is not None else None
+                    server, used = hit if hit is not None else _server(name, hosts, table, is_shared)
+                    made[key] = (server, used)
+                    servers.append(server)
             except (_Unsupported, v.ValidationError) as exc:
                 skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
                 continue
-        lowered[key] = (server, used)
-        servers.append(server)
-        targets |= used
+            targets.update(used)
+        return servers, any_host
+
+    servers, any_host = lowered(shared, True)
+    tables, all_servers = [], list(servers)
+    for (address, port), by_name in sorted(bound.items(), key=lambda item: (item[0][0] or "", item[0][1])):
+        its_servers, its_any = lowered(by_name, False)
+        tables.append(BoundHosts(address, port, tuple(its_servers), its_any))
+        all_servers += its_servers
     make = cache.backend if cache is not None else Backend
     backends = tuple(make(backend_name(service, port),
                           endpoints.resolve(service, services.get(service), slices(service), port).endpoints)
                      for service, port in sorted(targets))
     if cache is not None:
-        cache.replace(lowered)
-    names_by_cert: dict[str, list[str]] = {}
-    for server in servers:
+        cache.replace(made)
+    any_certificate = next((c for c in any_certificates if c is not None), None)
+    names_by_cert: dict[str, set[str]] = {any_certificate: set()} if any_certificate is not None else {}
+    for server in all_servers:
         if server.tls_certificate is not None:
-            names_by_cert.setdefault(server.tls_certificate, []).append(server.hostname)
+            names_by_cert.setdefault(server.tls_certificate, set()).add(server.hostname)
     certs = []
     for key, names in sorted(names_by_cert.items()):
         loaded = certificates.load(key, secrets.get(key), now)
         if loaded.ok:  # the translation checked it; a Secret changed since is left out
-            certs.append(Certificate(key, loaded.cert_pem, loaded.key_pem, hostnames=tuple(names)))
-    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped))
+            certs.append(Certificate(key, loaded.cert_pem, loaded.key_pem, hostnames=tuple(sorted(names))))
+    if not any(c.id == any_certificate for c in certs):
+        any_certificate = None
+    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped), tuple(tables), any_host, any_certificate)
 
 
 def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server, ...]:
@@ -270,17 +333,23 @@ def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server,
         if current is None:
             merged[server.hostname] = server
             continue
-        def key(loc: Location) -> tuple:
-            return (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
-        mine = {key(loc) for loc in server.locations}
-        # A path whose route entries all have conditions keeps the Ingress's
-        # location as its last candidate (for the requests none of them takes),
-        # when it is written alike (so the model's order keeps it last).
-        open_paths = {(key(loc), loc.path) for loc in server.locations} - {
-            (key(loc), loc.path) for loc in server.locations if loc.conditions is None}
-        kept = tuple(loc for loc in current.locations
-                     if key(loc) not in mine or (key(loc), loc.path) in open_paths)
         merged[server.hostname] = replace(
-            current, locations=server.locations + kept, tls=current.tls or server.tls,
+            current, locations=merge_locations(current.locations, server.locations), tls=current.tls or server.tls,
             tls_certificate=current.tls_certificate or server.tls_certificate)
     return tuple(merged[name] for name in sorted(merged))
+
+
+def merge_locations(ingress: tuple[Location, ...], gateway: tuple[Location, ...]) -> tuple[Location, ...]:
+    """One host's Ingress and Gateway locations: for the very same match and
+    path the route's locations (all its candidates) replace the Ingress's,
+    except that a path whose route entries all have conditions keeps the
+    Ingress's location as its last candidate (for the requests none of them
+    takes) when it is written alike, so the model's stable order keeps it
+    after them; the router's order decides the rest."""
+    def key(loc: Location) -> tuple:
+        return (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
+    mine = {key(loc) for loc in gateway}
+    open_paths = {(key(loc), loc.path) for loc in gateway} - {
+        (key(loc), loc.path) for loc in gateway if loc.conditions is None}
+    kept = tuple(loc for loc in ingress if key(loc) not in mine or (key(loc), loc.path) in open_paths)
+    return gateway + kept

@@ -207,6 +207,8 @@ def _filters_and_backends(rule: Mapping, ctx: RuleContext, grpc: bool) -> tuple[
     timeouts = fields.mapping(rule.get("timeouts"))
     action["request_timeout"] = parse_duration(timeouts.get("request"))
     action["backend_timeout"] = parse_duration(timeouts.get("backendRequest"))
+    if action["request_timeout"] and (action["backend_timeout"] or 0) > action["request_timeout"]:
+        unsupported = unsupported or "timeouts.backendRequest is longer than timeouts.request"
     backends: list[WeightedBackend] = []
     for ref in fields.items(rule.get("backendRefs")):
         if ref.get("filters"):

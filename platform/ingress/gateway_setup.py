@@ -11,14 +11,17 @@ Flags:
 ``--gateway-controller-name``: the GatewayClass controllerName that is ours;
 ``--gateway-address-pool``: addresses (list and/or CIDRs) to give Gateways
   one each (see gateway_addresses);
-``--gateway-listener-port LISTENER=LOCAL``: serve listeners of port LISTENER
-  on local port LOCAL (repeatable; 80 and 443 map to --http-port/--https-port).
+``--gateway-listener-port LISTENER=LOCAL[/https]``: serve listeners of port
+  LISTENER on local port LOCAL, as plain HTTP or with "/https" TLS (repeatable;
+  80 and 443 map to --http-port/--https-port). nginx.conf listens on LOCAL
+  from the start, so a Gateway using it never reloads nginx.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from typing import NamedTuple
 
 from platformd.common.runner import BoundedFrequencyRunner
 from platformd.ingress.gateway_addresses import parse_pool
@@ -42,15 +45,22 @@ def _pool(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _listener_port(text: str) -> tuple[int, int]:
+class ListenerPort(NamedTuple):
+    listener: int
+    local: int
+    tls: bool = False
+
+
+def _listener_port(text: str) -> ListenerPort:
     listener, sep, local = text.partition("=")
+    local, slash, scheme = local.partition("/")
     try:
         pair = (int(listener), int(local))
     except ValueError:
         pair = (0, 0)
-    if not sep or not all(1 <= p <= 65535 for p in pair):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected LISTENER=LOCAL, two ports")
-    return pair
+    if not sep or not all(1 <= p <= 65535 for p in pair) or (slash and scheme != "https"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LISTENER=LOCAL or LISTENER=LOCAL/https, two ports")
+    return ListenerPort(*pair, tls=bool(slash))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,22 +71,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gateway-address-pool", type=_pool, default=(),
                    help="addresses this data plane answers on, one per Gateway (list and/or CIDRs)")
     p.add_argument("--gateway-listener-port", type=_listener_port, action="append", default=[],
-                   metavar="LISTENER=LOCAL", help="serve Gateway listeners of port LISTENER on local port LOCAL")
+                   metavar="LISTENER=LOCAL[/https]",
+                   help="serve Gateway listeners of port LISTENER on local port LOCAL (plain HTTP, or TLS with /https)")
 
 
 def options_of(args: argparse.Namespace) -> GatewayOptions:
-    ports = dict(args.gateway_listener_port)
+    ports = {p.listener: p.local for p in args.gateway_listener_port}
     locals_used = [args.http_port, args.https_port, *ports.values()]
-    if len(set(locals_used)) != len(locals_used):
-        raise ValueError("--gateway-listener-port maps two listener ports to one local port")
+    if len(set(locals_used)) != len(locals_used) or len(ports) != len(args.gateway_listener_port):
+        raise ValueError("--gateway-listener-port maps two listener ports to one local port, or one twice")
     return GatewayOptions(controller_name=args.gateway_controller_name, http_port=args.http_port,
-                          https_port=args.https_port, listener_ports=ports, address_pool=args.gateway_address_pool)
+                          https_port=args.https_port, listener_ports=ports, address_pool=args.gateway_address_pool,
+                          tls_listener_ports=frozenset(p.listener for p in args.gateway_listener_port if p.tls))
 
 
 def wrap_plane(args: argparse.Namespace, plane):
     """What the Ingress controller submits through: a ``GatewayPlane`` around
     ``plane`` (it merges the Gateway routes in), or ``plane`` when off."""
-    return plane if args.gateway_api == "off" else GatewayPlane(plane)
+    if args.gateway_api == "off":
+        return plane
+    ports = args.gateway_listener_port
+    return GatewayPlane(plane, listen_ports=(tuple(sorted((p.local, p.listener) for p in ports if not p.tls)),
+                                             tuple(sorted((p.local, p.listener) for p in ports if p.tls))))
 
 
 def create(args: argparse.Namespace, source, api, factory_class, ingress_controller, publish_addresses,

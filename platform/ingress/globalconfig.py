@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import validate as v
 from platformd.ingress.model import GlobalSettings, LoadBalance
 from platformd.ingress.snapshot import Issue
@@ -36,6 +37,7 @@ class GlobalConfig:
     settings: GlobalSettings
     defaults: Defaults
     issues: tuple[Issue, ...] = ()
+    auth: auth_mod.GlobalAuth = auth_mod.GlobalAuth()  # global-auth-* (see auth.global_auth)
 
 
 # --- value parsers: text -> typed value, ValueError(reason) when bad ----------
@@ -188,6 +190,8 @@ def parse(configmap: dict | None, *, http_port: int = 80, https_port: int = 443)
     values: dict[tuple[str, ...], object] = {}
     for key in sorted(data):
         text = data[key]
+        if key in auth_mod.GLOBAL_KEYS:
+            continue  # auth.global_auth below
         if key not in KEYS:
             issues.append(Issue("UnsupportedConfigKey", f"ConfigMap key {key!r} is not supported and was ignored"))
             continue
@@ -202,4 +206,7 @@ def parse(configmap: dict | None, *, http_port: int = 80, https_port: int = 443)
             continue
         values = candidate
     settings, defaults = _build(values, http_port, https_port)
-    return GlobalConfig(settings=settings, defaults=defaults, issues=tuple(issues))
+    glob = auth_mod.global_auth(data)
+    if glob.error:
+        issues.append(Issue("InvalidGlobalAuth", glob.error + "; Ingresses it would cover are not served"))
+    return GlobalConfig(settings=settings, defaults=defaults, issues=tuple(issues), auth=glob)

@@ -343,11 +343,45 @@ class Redirect:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestRedirect:
+    """A Gateway API RequestRedirect whose answer depends on the request
+    (lua/redirect.lua builds ``Location`` per request): ``scheme`` and ``port``
+    are final (``port`` None: left out, the scheme's well-known one);
+    ``hostname`` None keeps the request's host; ``path_kind`` None keeps the
+    request's path, "ReplaceFullPath" puts ``path``, "ReplacePrefixMatch"
+    replaces the matched Prefix ``prefix`` with ``path``. The query is kept."""
+
+    code: int
+    scheme: str
+    hostname: str | None = None
+    port: int | None = None
+    path_kind: str | None = None
+    path: str | None = None
+    prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.code not in (301, 302, 303, 307, 308):
+            raise v.ValidationError("redirect.code", self.code, "must be one of 301, 302, 303, 307, 308")
+        if self.scheme not in ("http", "https"):
+            raise v.ValidationError("redirect.scheme", self.scheme, "must be http or https")
+        if self.hostname is not None:
+            _set(self, "hostname", v.hostname("redirect.hostname", self.hostname, wildcard=False))
+        if self.port is not None:
+            v.port("redirect.port", self.port)
+        if self.path_kind not in (None, "ReplaceFullPath", "ReplacePrefixMatch"):
+            raise v.ValidationError("redirect.path_kind", self.path_kind, "must be ReplaceFullPath or ReplacePrefixMatch")
+        if self.path_kind is not None:
+            v.path("redirect.path", self.path)
+        if self.path_kind == "ReplacePrefixMatch":
+            v.path("redirect.prefix", self.prefix)
+
+
+@dataclass(frozen=True, slots=True)
 class Location:
     """One path of one server.
 
-    ``backend`` names a ``Backend``; it may be None only when ``redirect`` or
-    ``split`` is set. ``rewrite_target`` rewrites the URI before proxying, using the
+    ``backend`` names a ``Backend``; it may be None only when ``redirect``,
+    ``request_redirect`` or ``split`` is set. ``rewrite_target`` rewrites the URI before proxying, using the
     location's path as the regex (so REGEX paths give capture groups).
     ``ssl_redirect`` redirects plain-HTTP requests to HTTPS (ssl-redirect and
     force-ssl-redirect both end up here; the translator decides when).
@@ -366,6 +400,10 @@ class Location:
     # Settings only an nginx directive applies: validated, sorted (directive,
     # value) pairs; the route is proxied by a generated lane (lanes.py).
     lane_directives: tuple[tuple[str, str], ...] = ()
+    # platformd.ingress.auth.Auth: basic/digest users, external auth, satisfy
+    # (validated there; holds credentials, never printed).
+    auth: object = None
+    request_redirect: RequestRedirect | None = None  # Gateway API; answered instead of proxying
     # Gateway API (route_choice): answer only when these hold; several
     # locations may share a path when their conditions differ (tried in order).
     conditions: Conditions | None = None
@@ -379,7 +417,7 @@ class Location:
         _checked(where, check_path, match, self.path)
         if self.split:
             _checked(where, check_split, "split", self.split)
-        if self.backend is None and self.redirect is None and not self.split:
+        if self.backend is None and self.redirect is None and self.request_redirect is None and not self.split:
             raise v.ValidationError(f"{where}.backend", None, "a location needs a backend or a redirect")
         if self.backend is not None:
             _checked(where, v.backend_name, "backend", self.backend)
@@ -472,10 +510,23 @@ class Listen:
     http_port: int = 80
     https_port: int = 443
     reuse_port: bool = False
+    # (local port, listener port) of Gateway listeners other than 80/443
+    # (--gateway-listener-port): fixed at start, so they never cause a reload.
+    gateway_ports: tuple[tuple[int, int], ...] = ()
+    gateway_tls_ports: tuple[tuple[int, int], ...] = ()  # the same, served with TLS (HTTPS listeners)
 
     def __post_init__(self) -> None:
         v.port("listen.http_port", self.http_port)
         v.port("listen.https_port", self.https_port)
+        pairs = (*self.gateway_ports, *self.gateway_tls_ports)
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise v.ValidationError("listen.gateway_ports", pair, "must be (local port, listener port)")
+            v.port("listen.gateway_ports", pair[0])
+            v.port("listen.gateway_ports", pair[1])
+        ports = [local for local, _ in pairs]
+        if len({self.http_port, self.https_port, *ports}) != 2 + len(ports):
+            raise v.ValidationError("listen.gateway_ports", self.gateway_ports, "a local port is listed twice")
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,6 +626,33 @@ class GlobalSettings:
 # --- the whole ---------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class BoundHosts:
+    """Hosts served only to requests that arrive on local ``address`` (None:
+    any) and local ``port``: Gateways on their own pool address or on a mapped
+    listener port (lua/bound.lua). ``any_host``: the locations of the listener
+    without hostname (``*``), for names none of ``servers`` has."""
+
+    address: str | None
+    port: int
+    servers: tuple[Server, ...] = ()
+    any_host: tuple[Location, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.address is not None:
+            _set(self, "address", v.ip_address("bound.address", self.address))
+        v.port("bound.port", self.port)
+        where = f"bound[{self.address or '*'}:{self.port}]"
+        _set(self, "servers", _unique_sorted(self.servers, _HOSTNAME, f"{where}.servers"))
+        _check_names(self.servers)
+        _set(self, "any_host", _canonical_locations(f"{where}.any_host", self.any_host))
+
+    @property
+    def key(self) -> str:
+        """How the router names this table: "<address> <port>", "*" for any address."""
+        return f"{self.address or '*'} {self.port}"
+
+
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Configuration:
     """Everything the data plane serves.
@@ -597,6 +675,7 @@ class Configuration:
     default_backend: str | None = None
     default_server_locations: tuple[Location, ...] = ()
     default_certificate: str | None = None
+    bound: tuple[BoundHosts, ...] = ()  # Gateway hosts of one local address / port (lua/bound.lua)
 
     def __post_init__(self) -> None:
         _set(self, "servers", _unique_sorted(self.servers, _HOSTNAME, "servers"))
@@ -611,6 +690,9 @@ class Configuration:
              _canonical_locations("default_server_locations", self.default_server_locations))
         if self.default_certificate is not None:
             v.certificate_id("default_certificate", self.default_certificate)
+        if len({b.key for b in self.bound}) != len(self.bound):
+            raise v.ValidationError("bound", [b.key for b in self.bound], "two tables for one address and port")
+        _set(self, "bound", tuple(sorted(self.bound, key=lambda b: b.key)))
 
     def backend(self, name: str) -> Backend | None:
         for backend in self.backends:

@@ -14,7 +14,8 @@ Payload::
     {"hosts": {"<name>": host}, "default": host,      # the catch-all
      "policies": {"<id>": policy},                     # shared by equal settings
      "hsts": "max-age=...; includeSubDomains" | "",    # sent on https to hsts hosts
-     "ssl_redirect": {"code": 308, "port": 443}}
+     "ssl_redirect": {"code": 308, "port": 443},
+     "binds": [...]}                                   # per address / port tables (bound.py)
     host = {"hsts": bool, "redirect": {"code", "target"} | null,
             "exact": {"/p": route}, "prefix": {"/p": route},   # canonical prefix: no trailing "/"
             "regex": [route + {"pattern", "length"}, ...]}      # in matching order
@@ -24,7 +25,9 @@ Payload::
               "timeouts": [connect, send, read], "upstream_vhost", "ssl_redirect",
               "redirect": {"code", "target"} | null, "rewrite_target": str | null,
               "cors": {...} | null, "allow": [cidr], "deny": [cidr],
-              "limit_rps", "limit_burst", "limit_connections"}
+              "limit_rps", "limit_burst", "limit_connections",
+              "auth": {...} | null,                          # platformd.ingress.auth.payload
+              "request_redirect": {...} | null}        # bound.redirect_payload
 
 Names are a server's hostname and aliases (``*.example.com`` covers
 exactly one label). ``fast``: the route's settings equal the defaults
@@ -49,7 +52,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import lanes, route_choice
+from platformd.ingress import bound
 from platformd.ingress import validate as v
 from platformd.ingress.model import (
     BackendProtocol,
@@ -116,7 +121,7 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
             and not loc.lane_directives
             and timeouts == [settings.timeouts.connect, settings.timeouts.send, settings.timeouts.read]
             and not proxy.upstream_vhost
-            and not limit.connections and loc.cors is None
+            and not limit.connections and loc.cors is None and loc.auth is None
             and loc.conditions is None and not loc.split)  # chosen per request: route() decides
     redirect = None
     if loc.redirect is not None:
@@ -140,6 +145,9 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "limit_rps": limit.rps,
         "limit_burst": limit.rps * limit.burst_multiplier,
         "limit_connections": limit.connections,
+        # Credentials (htpasswd hashes): in the routes sections only (auth.payload).
+        "auth": auth_mod.payload(loc.auth) if loc.auth is not None else None,
+        "request_redirect": bound.redirect_payload(loc.request_redirect),
     }
 
 
@@ -173,7 +181,7 @@ class _Policies:
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
-               loc.lane_directives, loc.conditions is None and not loc.split)
+               loc.lane_directives, loc.auth, loc.request_redirect, loc.conditions is None and not loc.split)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)
@@ -280,8 +288,9 @@ class RouteTable:
         policies = dict(table.default_policies)
         for _, used in table.hosts.values():
             policies.update(used)
+        policies.update(table.bound_policies)
         return {"hosts": hosts, "default": table.default, "policies": policies,
-                "hsts": table.hsts, "ssl_redirect": table.ssl_redirect}
+                "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "binds": table.binds}
 
     def sections(self, config: Configuration) -> tuple[dict[str, Any], ...]:
         """The payloads of "routes" (the meta section) and "routes_0" .. in order.
@@ -293,11 +302,12 @@ class RouteTable:
             grouped[shard_of(name)].append((name, entry, used))
         out = []
         with self._lock:
-            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()))
+            meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), id(table.binds))
             if self._meta is None or self._meta[0] != meta_key:
-                self._meta = (meta_key, {"default": table.default, "policies": table.default_policies,
+                self._meta = (meta_key, {"default": table.default,
+                                         "policies": {**table.default_policies, **table.bound_policies},
                                          "hsts": table.hsts, "ssl_redirect": table.ssl_redirect,
-                                         "shards": SHARDS}, table.default)
+                                         "shards": SHARDS, "binds": table.binds}, table.default, table.binds)
             out.append(self._meta[1])
             for index, members in enumerate(grouped):
                 key = tuple((name, id(entry)) for name, entry, _ in members)
@@ -312,7 +322,8 @@ class RouteTable:
         return tuple(out)
 
     def _table(self, config: Configuration) -> "_Table":
-        inputs = (config.servers, config.default_server_locations, config.default_backend, config.settings)
+        inputs = (config.servers, config.default_server_locations, config.default_backend, config.settings,
+                  config.bound)
         with self._lock:
             last = self._last
         if last is not None and _same(last[0], inputs):
@@ -344,10 +355,13 @@ class RouteTable:
             for name in server.names:
                 hosts[name] = (entry, its_policies)
         default, default_policies = _default_entry(config, policies)
+        binds, bound_policies = bound.payload(config, lambda server: _server_entry(server, policies),
+                                              lambda name, locations: _host(name, locations, policies, hsts=False))
         with self._lock:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
         return _Table(hosts, default, default_policies, hsts_value(settings),
-                      {"code": settings.tls.redirect_code, "port": settings.listen.https_port})
+                      {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
+                      binds, bound_policies)
 
 
 @dataclass(frozen=True)
@@ -359,6 +373,8 @@ class _Table:
     default_policies: dict
     hsts: str
     ssl_redirect: dict
+    binds: list  # bound.payload: the per-address / per-port tables
+    bound_policies: dict
 
 
 def _same(before: tuple, now: tuple) -> bool:

@@ -35,6 +35,7 @@ class Snapshot:
     endpoint_slices: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)  # "ns/service" -> slices
     secrets: Mapping[str, dict] = field(default_factory=dict)  # "ns/name" -> Secret
     configmap: dict | None = None  # the --configmap ConfigMap, if any
+    configmaps: Mapping[str, dict] = field(default_factory=dict)  # "ns/name" -> ConfigMap (auth-proxy-set-headers)
 
     def __post_init__(self) -> None:
         # Read-only views, so a holder cannot change what another one sees.

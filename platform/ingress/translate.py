@@ -91,6 +91,7 @@ from typing import Iterable, NamedTuple
 
 from platformd.common import gcpause
 from platformd.ingress import annotations as ann_mod
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import certificates as certs_mod
 from platformd.ingress import endpoints as eps_mod
 from platformd.ingress import globalconfig
@@ -186,7 +187,8 @@ class _Ingress:
         object.__setattr__(self, "settings",
                            (ann.load_balance, ann.upstream_hash_by, ann.affinity, ann.service_upstream))
         object.__setattr__(self, "isolated", not ann.server_aliases and ann.app_root is None
-                           and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend"))
+                           and not ann.default_backend and not (self.obj.get("spec") or {}).get("defaultBackend")
+                           and (ann.auth is None or not ann.auth.reads_objects))
 
     def problem(self, reason: str, message: str) -> Problem:
         return Problem("Ingress", self.namespace, self.name, reason, message)
@@ -299,6 +301,7 @@ _NO_SLICES = itertools.repeat(())  # the default of each endpoint_slices.get in 
 # One object, so the steps reused by the identity of an Ingress's annotations
 # (``_annotated``) are reused for locations with none too.
 _NO_ANNOTATIONS = ann_mod.Annotations()
+_NO_AUTH = auth_mod.AuthRequest()  # an Ingress without auth annotations (the global auth may cover it)
 
 
 # --- one Ingress on its own ---------------------------------------------------------
@@ -416,16 +419,19 @@ class _Translator:
         self.canary_primaries: set[str] = set()  # backends that got alternatives (_merge_canaries)
         self.journal: _Journal | None = None  # set while a host's step is recorded
         self.defaults = globalconfig.Defaults()
+        self.global_auth = auth_mod.GlobalAuth()
+        self.auths: dict[str, auth_mod.Auth] = {}  # Ingress key -> its resolved auth (_authorized)
 
     # -- the steps -----------------------------------------------------------------
 
     def run(self) -> Translation:
         config = self._global_config()
         self.defaults = config.defaults
+        self.global_auth = config.auth
         owned = self._our_ingresses()
         for parsed in owned:
             self.problems.extend(parsed.problems)
-        ingresses = [parsed for parsed in owned if parsed.ing is not None]
+        ingresses = self._authorized([parsed for parsed in owned if parsed.ing is not None])
         primaries = [p for p in ingresses if not p.ing.ann.canary]
         canaries = [p for p in ingresses if p.ing.ann.canary]
         routes = self._winning_routes(primaries)
@@ -459,6 +465,35 @@ class _Translator:
         for issue in config.issues:
             self.problems.append(Problem("ConfigMap", meta.get("namespace", ""), meta.get("name", ""), issue.reason, issue.message))
         return config
+
+    def _authorized(self, ingresses: list[_Parsed]) -> list[_Parsed]:
+        """Resolve each Ingress's auth (its Secret, the global auth) into
+        ``self.auths``; an Ingress whose auth cannot be enforced is dropped
+        (fail closed) with a Problem naming the annotation and object."""
+        glob = self.global_auth
+        default = _NO_AUTH
+        kept = []
+        for parsed in ingresses:
+            ing = parsed.ing
+            req = ing.ann.auth or default
+            if req is default and glob.auth is None and not glob.error:
+                kept.append(parsed)
+                continue
+            secret = configmap = None
+            if req.local is not None:
+                secret = self.snap.secrets.get(auth_mod.secret_key(req.local.secret, ing.namespace))
+            if req.proxy_headers_ref is not None:
+                configmap = self.snap.configmaps.get(auth_mod.secret_key(req.proxy_headers_ref, ing.namespace))
+            resolved = self.reuse.get(("auth", req, ing.namespace, id(secret), id(configmap), glob),
+                                      (secret, configmap), lambda: auth_mod.resolve(
+                                          req, ing.namespace, self.snap.secrets, self.snap.configmaps, glob))
+            if isinstance(resolved, auth_mod.Refusal):
+                self.problems.append(ing.problem(resolved.reason, resolved.message))
+                continue
+            if resolved is not None:
+                self.auths[ing.key] = resolved
+            kept.append(parsed)
+        return kept
 
     def _our_ingresses(self) -> list[_Parsed]:
         """Our Ingresses, read (``_parse``), oldest first."""
@@ -783,7 +818,7 @@ class _Translator:
             if not (members[0].isolated if len(members) == 1 else all(ing.isolated for ing in members)):
                 self._host(host, members, host_routes, is_tls, certificate, taken, servers)
                 continue
-            key = ("host", host, is_tls, certificate, ssl_default, default_service, len(members),
+            key = ("host", host, is_tls, certificate, ssl_default, default_service, self.global_auth, len(members),
                    *map(id, members), *map(id, host_routes))
             step = self.reuse.peek(key)
             if step is not None and self._replay(step, servers):  # type: ignore[arg-type]
@@ -857,17 +892,17 @@ class _Translator:
         ann = route.ing.ann
         backend = None if ann.redirect is not None else self._route_backend(route)
         try:
-            return self._annotated(ann, route.path, route.match, backend, is_tls)
+            return self._annotated(ann, route.path, route.match, backend, is_tls, self.auths.get(route.ing.key))
         except v.ValidationError as exc:
             self.problems.append(route.ing.problem("InvalidPath", f"{route.describe()}: {exc}; the path is ignored"))
             return None
 
     def _annotated(self, ann: ann_mod.Annotations, path: str, match: PathMatch, backend: str | None,
-                   is_tls: bool) -> Location:
+                   is_tls: bool, auth: auth_mod.Auth | None = None) -> Location:
         """A location carrying the Ingress-wide per-location annotations."""
         backend = None if ann.redirect is not None else backend
         ssl_redirect = self._ssl_redirect(ann, is_tls)
-        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect), ann, lambda: Location(
+        return self.reuse.get(("location", id(ann), path, match, backend, ssl_redirect, id(auth)), (ann, auth), lambda: Location(
             path,
             match=match,
             backend=backend,
@@ -878,6 +913,7 @@ class _Translator:
             rewrite_target=ann.rewrite_target,
             redirect=ann.redirect,
             ssl_redirect=ssl_redirect,
+            auth=auth,
         ))
 
     def _ssl_redirect(self, ann: ann_mod.Annotations, is_tls: bool) -> bool:
@@ -916,7 +952,8 @@ class _Translator:
                 # The Ingress's own annotations (allowlist, limits...) guard its
                 # default backend too, as they do its paths.
                 ann = owner.ann if owner is not None else _NO_ANNOTATIONS
-                extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls))
+                extras.append(self._annotated(ann, "/", PathMatch.PREFIX, backend, is_tls,
+                                              self.auths.get(owner.key) if owner is not None else None))
         return extras
 
     # -- the catch-all ----------------------------------------------------------------------
@@ -925,7 +962,8 @@ class _Translator:
         """``(default_backend, locations)`` of the catch-all server (module docstring)."""
         chosen, locations = None, []
         for route in sorted((r for r in routes.values() if r.host == ""), key=lambda r: r.key):
-            if route.match is PathMatch.PREFIX and prefix_base(route.path) == "/" and not _location_settings(route.ing.ann):
+            if (route.match is PathMatch.PREFIX and prefix_base(route.path) == "/" and not _location_settings(route.ing.ann)
+                    and route.ing.key not in self.auths):
                 chosen = self._route_backend(route)
                 continue
             location = self._location(route, is_tls=False)
@@ -970,5 +1008,5 @@ def _location_settings(ann: ann_mod.Annotations) -> bool:
     return any(
         getattr(ann, name) != getattr(_NO_ANNOTATIONS, name)
         for name in ("rewrite_target", "app_root", "force_ssl_redirect", "redirect", "proxy", "access",
-                     "rate_limit", "cors")
+                     "rate_limit", "cors", "auth")
     )

@@ -17,9 +17,10 @@ decided in ``routes.py`` and lua/router.lua.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from platformd.ingress import auth as auth_mod
 from platformd.ingress import lanes as lanes_mod
 from platformd.ingress import validate as v
 from platformd.ingress.layout import NginxFiles
@@ -136,6 +137,12 @@ class NginxView:
     # Generated lanes (lanes.py): one per distinct directive set routes use.
     lanes: tuple["LaneView", ...] = ()
     lane_files: tuple[tuple[Path, str], ...] = ()  # (path, content) the lanes name
+    auth_resolvers: str = field(default_factory=auth_mod.resolvers)  # for auth-url hosts (auth.resolvers)
+    gateway_ports: tuple[int, ...] = ()  # mapped Gateway listener ports (plain HTTP)
+    gateway_tls_ports: tuple[int, ...] = ()  # the same with TLS
+    # (local, listener) port of each; when any, X-Forwarded-Port shows the listener's
+    gateway_port_map: tuple[tuple[int, int], ...] = ()
+    server_port_var: str = "$server_port"
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,11 @@ def build(config: Configuration, paths: RuntimePaths) -> NginxView:
         http_port=settings.listen.http_port,
         https_port=settings.listen.https_port,
         reuse_port=settings.listen.reuse_port,
+        gateway_ports=tuple(sorted(local for local, _ in settings.listen.gateway_ports)),
+        gateway_tls_ports=tuple(sorted(local for local, _ in settings.listen.gateway_tls_ports)),
+        gateway_port_map=tuple(sorted(settings.listen.gateway_ports + settings.listen.gateway_tls_ports)),
+        server_port_var=("$platform_listener_port" if settings.listen.gateway_ports + settings.listen.gateway_tls_ports
+                         else "$server_port"),
         socket_q=v.quote("unix:" + _plain_path("socket", paths.socket)),
         # A plain path (letters, digits, . _ / + @ = , -) in double quotes is
         # also a valid Lua string literal.

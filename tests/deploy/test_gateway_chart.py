@@ -40,7 +40,20 @@ def test_gateway_class_pool_ports_and_controller_name(helm):
                             "--gateway-listener-port=8080=18080"]
     parsed = build_parser().parse_args(gateway_args)
     assert parsed.gateway_address_pool == ("10.0.0.9", "10.0.0.10")
-    assert parsed.gateway_listener_port == [(8080, 18080)]
+    assert parsed.gateway_listener_port == [(8080, 18080, False)]
+    ports = {p["name"]: p["containerPort"] for p in container(workload(docs, INGRESS))["ports"]}
+    assert ports["gw-8080"] == 18080
+    [svc] = [d for d in by_kind(docs, "Service") if any(p["name"] == "gw-8080" for p in d["spec"]["ports"])]
+    assert {"name": "gw-8080", "port": 8080, "targetPort": "gw-8080", "protocol": "TCP"} in svc["spec"]["ports"]
+
+
+def test_tls_listener_ports(helm):
+    docs = helm.template(sets=['ingress.gatewayAPI.listenerPorts.8443=18443/https'])
+    assert [a for a in _args(docs) if a.startswith("--gateway")] == ["--gateway-listener-port=8443=18443/https"]
+    assert build_parser().parse_args(["--gateway-listener-port=8443=18443/https"]).gateway_listener_port == [
+        (8443, 18443, True)]
+    ports = {p["name"]: p["containerPort"] for p in container(workload(docs, INGRESS))["ports"]}
+    assert ports["gw-8443"] == 18443
 
 
 def test_disabled_turns_it_off_without_rbac(helm):

@@ -179,9 +179,9 @@ def test_snippets_are_always_refused(name, allow):
     assert "pwned" not in rendered(result)
 
 
-def test_access_control_annotations_we_lack_refuse_the_ingress():
-    result = served({"auth-url": "https://auth.example.com/check"})
-    assert reasons(result) == ["InvalidAnnotation"] and result.configuration.servers == ()
+def test_auth_that_cannot_be_enforced_refuses_the_ingress():
+    result = served({"auth-type": "basic", "auth-secret": "missing"})
+    assert reasons(result) == ["AuthSecretNotFound"] and result.configuration.servers == ()
 
 
 @pytest.mark.parametrize("annotations", [

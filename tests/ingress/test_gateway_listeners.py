@@ -153,13 +153,14 @@ def test_unsupported_route_kinds_are_invalid_route_kinds():
     assert status.supported_kinds == (("gateway.networking.k8s.io", "HTTPRoute"),)
 
 
-def test_listeners_on_one_port_with_different_protocols_conflict(cert):
+def test_an_https_listener_on_a_plain_mapped_port_is_unavailable(cert):
     options = GatewayOptions(listener_ports={8000: 18000})
     gw = gateway(listeners=[listener("a", 8000), listener("b", 8000, "HTTPS", tls={"certificateRefs": [{"name": "cert"}]})])
     t = translate(gw, tls_secret("cert", *cert), options=options)
     assert conditions(listener_status(t, name="a").conditions)["Conflicted"] == (False, "NoConflicts")
     b = conditions(listener_status(t, name="b").conditions)
-    assert b["Conflicted"] == (True, "ProtocolConflict") and b["Programmed"] == (False, "Invalid")
+    # A mapped port is served as plain HTTP (nginx.conf listens without TLS there).
+    assert b["Accepted"] == (False, "PortUnavailable") and b["Programmed"] == (False, "Invalid")
 
 
 def test_attached_routes_count_per_listener():

@@ -8,7 +8,7 @@ from platformd.ingress.gateway_lowering import backend_name, lower, merge
 from platformd.ingress.translate import _ServiceRef
 from platformd.ingress.gateway_dataplane import extend
 from platformd.ingress.model import (
-    Backend, BackendProtocol, Configuration, Endpoint, Location, PathMatch, Redirect, Server, TrafficShapingPolicy,
+    Backend, BackendProtocol, Configuration, Endpoint, Location, PathMatch, RequestRedirect, Server, TrafficShapingPolicy,
 )
 from tests.helpers.certs import self_signed
 from tests.ingress.gateway_objects import (
@@ -79,26 +79,12 @@ def test_shadowed_duplicate_paths_keep_the_first():
 @pytest.mark.parametrize("rules, reason", [
     ([rule(filters=[{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}]}}])],
      "header modifiers and mirrors"),
-    ([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "other.example"}}]}],
-     "keeps the request's host or path"),
-    ([rule(timeouts={"request": "5s"})], "request timeouts"),
 ])
 def test_what_the_router_cannot_say_leaves_the_host_out_with_the_reason(rules, reason):
     out = _lower(gateway(), http_route(hostnames=["web.example"], rules=rules), service(), service("svc2"))
     assert out.servers == ()
     [skipped] = out.skipped
     assert skipped.hostname == "web.example" and reason in skipped.reason
-
-
-def test_pool_addresses_other_ports_and_any_host_are_left_out():
-    pooled = _lower(gateway(), http_route(hostnames=["a.example"]), service(),
-                    options=GatewayOptions(address_pool=("10.0.0.1",)))
-    assert "own address" in pooled.skipped[0].reason
-    other_port = _lower(gateway(listeners=[listener("alt", 8000)]), http_route(hostnames=["a.example"]), service(),
-                        options=GatewayOptions(listener_ports={8000: 18000}))
-    assert "ports other than 80 and 443" in other_port.skipped[0].reason
-    any_host = _lower(gateway(), http_route(), service())
-    assert "any host" in any_host.skipped[0].reason
 
 
 def test_fixed_redirect_grpc_cors_and_host_rewrite_are_lowered():
@@ -111,7 +97,8 @@ def test_fixed_redirect_grpc_cors_and_host_rewrite_are_lowered():
         {"type": "CORS", "cors": {"allowOrigins": ["https://a.example"], "allowMethods": ["GET"], "maxAge": 10}}])
     out = _lower(gateway(), http_route(hostnames=["web.example"], rules=[redirect, rewrite]), service())
     by_path = {loc.path: loc for loc in out.servers[0].locations}
-    assert by_path["/old"].redirect == Redirect("https://new.example/moved", 301)
+    assert by_path["/old"].request_redirect == RequestRedirect(301, "https", "new.example", None, "ReplaceFullPath",
+                                                               "/moved")
     api = by_path["/api"]
     assert (api.proxy.upstream_vhost, api.rewrite_target) == ("internal.example", "/v2")
     assert api.cors.allow_origins == ("https://a.example",) and api.cors.max_age == 10

@@ -143,7 +143,7 @@ def test_nginx_conf_has_a_fixed_set_of_lanes_whatever_the_routes():
     assert render.render_nginx_conf(many, runtime()) == render.render_nginx_conf(one, runtime())
     assert render.render_nginx_conf(Configuration(), runtime()) == render.render_nginx_conf(one, runtime())
     assert locations_of(render.render_nginx_conf(one, runtime())) == [
-        "/", "@platform_proxy_on", "@platform_proxy_off", "@platform_grpc", "@platform_grpcs",
+        "/", "@platform_proxy_on", "@platform_proxy_off", "@platform_grpc", "@platform_grpcs", "= /_platform_auth",
         "/", "/configuration", "= /healthz", "= /platform-variables", "/"]
 
 

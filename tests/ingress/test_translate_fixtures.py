@@ -149,6 +149,7 @@ def snapshot(*objects, with_class: bool = True) -> Snapshot:
         endpoint_slices=slices,
         secrets={key(s): s for s in by_kind.get("Secret", [])},
         configmap=configmaps[0] if configmaps else None,
+        configmaps={key(c): c for c in configmaps},
     )
 
 

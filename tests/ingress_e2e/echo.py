@@ -2,7 +2,7 @@
 
 Runs inside a network namespace (see ``netns.py``); every listener answers any
 request with the body ``NAME`` and the headers ``X-Backend: NAME``,
-``X-Path`` (the request target) and ``X-Host`` (the Host header). Prints
+``X-Path`` (the request target) and ``X-Host`` (the Host header), ``X-Seen-Forwarded-Port``, after ``X-Echo-Delay`` seconds if asked. Prints
 ``ready`` once all listeners are bound.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -20,6 +21,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
+        delay = self.headers.get("X-Echo-Delay")
+        if delay:  # a slow backend, for timeout tests
+            time.sleep(min(float(delay), 30.0))
         body = self.server.name.encode()  # type: ignore[attr-defined]
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -27,6 +31,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Backend", self.server.name)  # type: ignore[attr-defined]
         self.send_header("X-Path", self.path)
         self.send_header("X-Host", self.headers.get("Host", ""))
+        self.send_header("X-Seen-Forwarded-Port", self.headers.get("X-Forwarded-Port", ""))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

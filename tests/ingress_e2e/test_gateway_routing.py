@@ -53,13 +53,14 @@ def test_http_route_is_served_beside_an_ingress_and_programmed(fake_api, ingress
     route["spec"]["rules"][0]["backendRefs"][0]["name"] = "legacy"
     fake_api.update(route)
     running.wait_served("gw.example", "/api", "legacy", timeout=20)
-    fake_api.create(_plain(http_route("timeouts", hostnames=["slow.example"], rules=[
-        rule(backend("web"), timeouts={"request": "5s"})])))
+    fake_api.create(_plain(http_route("modifier", hostnames=["mod.example"], rules=[
+        rule(backend("web"), filters=[{"type": "RequestHeaderModifier",
+                                       "requestHeaderModifier": {"set": [{"name": "x-env", "value": "canary"}]}}])])))
     status, reason, message = wait_for(lambda: _programmed(fake_api)[:1] == ("False",) and _programmed(fake_api), 20,
-                                       message="Gateway not programmed for slow.example")
-    assert reason == "Pending" and "slow.example" in message and "timeouts" in message
-    assert running.get("/", host="slow.example").status_code == 404
-    assert running.status()["gateway_api"]["not_served"] == ["slow.example: request timeouts need the router"]
+                                       message="Gateway not programmed for mod.example")
+    assert reason == "Pending" and "mod.example" in message and "header modifiers" in message
+    assert running.get("/", host="mod.example").status_code == 404
+    assert running.status()["gateway_api"]["not_served"] == ["mod.example: header modifiers and mirrors need the router"]
     assert running.get("/api", host="gw.example").text == "legacy"  # the rest keeps serving
 
 

@@ -1,9 +1,7 @@
 """Gateway API in the real ``platformd ingress``: status by the leader only,
 and Ingresses served as before when the CRDs are missing.
 
-The data plane does not serve Gateway API routes yet, so Gateways are
-Accepted with ``Programmed=False Pending``; traffic tests come with the Lua
-router."""
+Traffic tests are in test_gateway_routing.py and test_gateway_listeners.py."""
 
 from __future__ import annotations
 
@@ -43,7 +41,7 @@ def test_leader_writes_gateway_status_and_follower_does_not(fake_api, ingress_co
     first = ingress_controller("--publish-status-address", "192.0.2.1", "--election-id", "gw-status")
     first.wait_ready()
     wait_for(lambda: _gateway_conditions(fake_api) == {"Accepted": ("True", "Accepted"),
-                                                       "Programmed": ("False", "Pending")}, 20,
+                                                       "Programmed": ("True", "Programmed")}, 20,
              message="Gateway status written")
     assert _addresses(fake_api) == [{"type": "IPAddress", "value": "192.0.2.1"}]
     route = wait_for(lambda: ((fake_api.get("HTTPRoute", "default", "route") or {}).get("status") or {}).get("parents"),

@@ -28,7 +28,7 @@ HOSTILE = [
     ("upstream-vhost", 'x"; return 200 pwned; #'),
     ("whitelist-source-range", "0.0.0.0/0; return 200 pwned"),
     ("proxy-read-timeout", "60; return 200 pwned"),
-    ("auth-url", "http://pwned.example/"),
+    ("auth-url", "http://pwned.example/; return 200 pwned"),
     ("cors-allow-origin", "*; add_header X pwned"),
     ("ssl-redirect", "pwned"),
     ("load-balance", "pwned"),

@@ -108,6 +108,31 @@ describe("conditions", function()
     assert.are.equal("404", pick(host, "/other", request({ x = "1" })))
   end)
 
+  it("chooses by conditions and splits inside a per-address table (lua/bound.lua) too", function()
+    local host = { hsts = false, redirect = NULL, exact = {}, regex = {},
+                   prefix = { ["/"] = route("canary", { headers = { { "x-env", "canary", false } } }, route("web")) } }
+    local any = { hsts = false, redirect = NULL, exact = {}, regex = {}, prefix = {
+      ["/"] = { backend = NULL, policy = "aa", rewrite = NULL, zone = NULL, split = { { "a.b.80.route", 1 } },
+                when = { method = "POST" } } } }
+    local data, err = schema.validate_routes({
+      hosts = {}, default = { hsts = false, redirect = NULL, exact = {}, prefix = {}, regex = {} },
+      policies = { aa = POLICY }, hsts = "", ssl_redirect = { code = 308, port = 443 },
+      binds = { { address = "10.0.0.7", port = 80, fallback = true, hosts = { ["gw.example"] = host },
+                  default = any } },
+    }, deps)
+    assert.is_not_nil(data, err)
+    local bound = require("bound")
+    local t = bound.table(router.compile(data).binds, "10.0.0.7", "80")
+    local named, fallback = bound.lookup(t, "gw.example"), select(2, bound.lookup(t, "other.example"))
+    assert.are.equal("canary", pick(named, "/x", request({ ["X-Env"] = "canary" })))
+    assert.are.equal("web", pick(named, "/x", request({ ["X-Env"] = "other" })))
+    -- The table's any-host entry: a split chosen by its condition, nothing (404) otherwise.
+    local chosen = conditions.select(fallback, "/x", request({}, {}, "POST"), find)
+    assert.is_not_nil(chosen.split)
+    assert.is_nil(chosen.backend)
+    assert.is_nil(conditions.select(fallback, "/x", request({}, {}, "GET"), find))
+  end)
+
   it("leaves paths without conditions to the plain match", function()
     local host = compile({ prefix = { ["/api"] = route("api"), ["/"] = route("root", { method = "GET" }) } })
     local location = router.match(host, "/api/x")

@@ -180,3 +180,87 @@ describe("util.schema validate_routes", function()
     assert.matches("backend or a redirect", err(function(d) d.hosts["a.com"].prefix["/"].backend = NULL end))
   end)
 end)
+
+describe("router: Gateway tables and redirects (lua/bound.lua, lua/redirect.lua)", function()
+  local function with(fields)
+    local p = {}
+    for k, v in pairs(POLICY) do
+      p[k] = v
+    end
+    for k, v in pairs(fields) do
+      p[k] = v
+    end
+    return p
+  end
+  local REDIRECT = { code = 301, scheme = "https", hostname = NULL, port = ":8443", path = "/x", prefix_length = 2 }
+
+  local function validate(binds, policy)
+    return schema.validate_routes({
+      hosts = { ["a.com"] = host({}, { ["/"] = route("ingress") }) }, default = host(),
+      policies = { aa = POLICY, bb = policy or with({ request_redirect = REDIRECT }) }, hsts = "",
+      ssl_redirect = { code = 308, port = 443 }, binds = binds,
+    }, deps)
+  end
+
+  it("compiles the tables and a redirect route, which is never the fast path", function()
+    local redirect_route = { backend = NULL, policy = "bb", rewrite = NULL, zone = NULL }
+    local data = assert(validate({
+      { address = "10.0.0.1", port = 80, fallback = true, hosts = { ["*.a.com"] = host({}, { ["/"] = route("gw") }) },
+        default = host({}, { ["/"] = redirect_route }) },
+    }))
+    local compiled = router.compile(data)
+    assert.is_true(compiled.binds.addressed)
+    local t = compiled.binds.by_address["10.0.0.1"]["80"]
+    assert.are.equal("gw", t.hosts["*.a.com"].root.backend)
+    local policy = t.default.root.policy
+    assert.is_false(policy.proxy)
+    assert.is_false(policy.simple)
+    assert.same({ code = 301, origin = "https://", port = ":8443", path = "/x", prefix_length = 2 },
+      policy.request_redirect)
+  end)
+
+  it("finds hosts by specificity across the Gateway table of the local address and the Ingress table", function()
+    local data = assert(validate({
+      { address = "10.0.0.1", port = 80, fallback = true,
+        hosts = { ["*.a.com"] = host({}, { ["/"] = route("gw-wild") }) }, default = host({}, { ["/"] = route("gw-any") }) },
+    }))
+    local compiled = router.compile(data)
+    local saved = _G.ngx
+    _G.ngx = { var = { server_addr = "10.0.0.1", server_port = "80" } }
+    finally(function()
+      _G.ngx = saved
+    end)
+    assert.are.equal("gw-wild", router.find(compiled, "x.y.a.com").root.backend) -- one or more labels
+    assert.are.equal("ingress", router.find(compiled, "a.com").root.backend) -- an exact Ingress name beats "*"
+    assert.are.equal("gw-any", router.find(compiled, "other.com").root.backend) -- before the Ingress catch-all
+    _G.ngx.var.server_addr = "10.0.0.9"
+    assert.are.equal(compiled.default, router.find(compiled, "other.com")) -- not the Gateway's address
+  end)
+
+  it("has no tables without binds: the Ingress path does no extra work", function()
+    assert.is_nil(router.compile(assert(validate(nil))).binds)
+    assert.is_nil(router.compile(assert(validate({}))).binds)
+  end)
+
+  it("refuses malformed tables and redirects", function()
+    local function refused(binds, policy, fragment)
+      local out, e = validate(binds, policy)
+      assert.is_nil(out)
+      assert.matches(fragment, e)
+    end
+    refused({ { address = "a b", port = 80, fallback = true, hosts = {} } }, nil, "IP address")
+    refused({ { port = 0, fallback = true, hosts = {} } }, nil, "port")
+    refused({ { port = 80, hosts = {} } }, nil, "fallback")
+    refused({ { port = 80, fallback = true, hosts = { ["A b"] = host() } } }, nil, "host name")
+    local bad = {}
+    for k, v in pairs(REDIRECT) do
+      bad[k] = v
+    end
+    bad.port = ":80\r\nX: y"
+    refused(nil, with({ request_redirect = bad }), "port")
+    bad.port, bad.hostname = "", "evil.com/x"
+    refused(nil, with({ request_redirect = bad }), "host name")
+    bad.hostname, bad.scheme = NULL, "javascript"
+    refused(nil, with({ request_redirect = bad }), "scheme")
+  end)
+end)
