@@ -39,6 +39,8 @@
 -- Per worker, the compiled table follows the section's version, rebuilt on
 -- the first request after a change or by the warm-up timer (platform.lua).
 local cidr = require("util.cidr")
+local conditions = require("conditions")
+local weighted = require("weighted")
 local bound = require("bound")
 local request_redirect = require("redirect")
 local changes_now = require("util.changes").current
@@ -162,13 +164,19 @@ end
 
 local function compile_location(l, policies)
   local backend = value(l.backend)
-  return {
+  local location = {
     backend = backend,
     name = backend or "redirect",
     policy = policies[l.policy],
     rewrite = value(l.rewrite),
     zone = value(l.zone),
   }
+  if l.when ~= nil or l.split ~= nil then -- Gateway API: chosen per request (conditions.lua, weighted.lua)
+    location.when = l.when and conditions.compile(l.when)
+    location.split = l.split and weighted.compile(l.split)
+    location.next = l.next and compile_location(l.next, policies)
+  end
+  return location
 end
 
 local function compile_host(h, policies)
@@ -596,6 +604,9 @@ function M.route(lane)
     return ngx.redirect(redirect.target, redirect.code)
   end
   local location = M.match(host, var_uri())
+  if location ~= nil and location.when ~= nil then -- Gateway API matches: walk with the conditions
+    location = conditions.route(host, var_uri())
+  end
   if location == nil then
     ngx_var.proxy_upstream_name = "default-404"
     return ngx.exit(ngx.HTTP_NOT_FOUND)
@@ -640,6 +651,13 @@ function M.route(lane)
     require("auth").access(policy.auth, address)
   elseif (policy.deny ~= nil or policy.allow ~= nil) and access_denied(policy) then
     return ngx.exit(ngx.HTTP_FORBIDDEN)
+  end
+  if location.split ~= nil then -- Gateway API weighted backends; nil: an invalid backend's share
+    local name = weighted.pick(location.split)
+    ngx_var.proxy_upstream_name = name or "invalid-backend"
+    if name == nil then
+      return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+    end
   end
   if lane ~= nil then
     if policy.headers ~= nil then

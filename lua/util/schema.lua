@@ -581,7 +581,63 @@ local function check_route_policy(value, path, deps)
   return policy
 end
 
-local function check_route(value, path, deps, policies)
+local check_route
+
+-- Gateway API (platformd.ingress.route_choice): `when` = {headers, query:
+-- [[name, value, regex]], method}, `split` = [[backend | null, weight]],
+-- `next` = the path's next candidate (only after a route with `when`).
+local function check_match_list(when, field, path, deps)
+  for i, item in ipairs(opt_array(when, field, path, deps)) do
+    local where = path .. "." .. field .. "[" .. i .. "]"
+    if type(item) ~= "table" or type(item[1]) ~= "string" or type(item[2]) ~= "string"
+        or type(item[3]) ~= "boolean" or item[1] == "" or #item[1] > 256 or #item[2] > 4096 then
+      fail(where, "must be [name, value, regex]")
+    end
+    if field == "headers" and not item[1]:match("^[%w_%-]+$") then
+      fail(where, "must name a header")
+    end
+    if item[3] then
+      check_regex(item[2], where, deps)
+    end
+  end
+end
+
+local function check_choice(route, value, path, deps, policies)
+  local when = opt_object(value, "when", path, deps)
+  if when ~= nil then
+    check_match_list(when, "headers", path .. ".when", deps)
+    check_match_list(when, "query", path .. ".when", deps)
+    local method = opt_string(when, "method", path .. ".when", deps)
+    if method ~= nil and not method:match("^[A-Z]+$") then
+      fail(path .. ".when.method", "must be an HTTP method")
+    end
+  end
+  local split = value.split ~= nil and opt_array(value, "split", path, deps) or nil
+  if split ~= nil then
+    if split[1] == nil then
+      fail(path .. ".split", "must not be empty")
+    end
+    for i, item in ipairs(split) do
+      local name = type(item) == "table" and item[1]
+      if name == deps.null then
+        name = nil
+      end
+      if type(item) ~= "table" or (name ~= nil and (type(name) ~= "string" or not name:match(NAME)))
+          or not is_integer(item[2]) or item[2] < 1 or item[2] > 1e6 then
+        fail(path .. ".split[" .. i .. "]", "must be [backend name | null, weight in 1..1000000]")
+      end
+    end
+  end
+  if value.next ~= nil then
+    if when == nil then
+      fail(path .. ".next", "only a route with conditions has a next candidate")
+    end
+    route.next = check_route(value.next, path .. ".next", deps, policies)
+  end
+  route.when, route.split = when, split
+end
+
+function check_route(value, path, deps, policies)
   if type(value) ~= "table" then
     fail(path, "must be an object")
   end
@@ -598,7 +654,10 @@ local function check_route(value, path, deps, policies)
   if route.backend ~= nil and not route.backend:match(NAME) then
     fail(path .. ".backend", "must be a backend name")
   end
-  if route.backend == nil and policy.redirect == nil and policy.request_redirect == nil then
+  if value.when ~= nil or value.split ~= nil or value.next ~= nil then
+    check_choice(route, value, path, deps, policies)
+  end
+  if route.backend == nil and policy.redirect == nil and policy.request_redirect == nil and route.split == nil then
     fail(path .. ".backend", "a route needs a backend or a redirect")
   end
   if route.rewrite ~= nil then

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from platformd.ingress import gateway_features
 from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_input import SUPPORTED_VERSION
@@ -26,7 +27,9 @@ def _same_minor(a: str, b: str) -> bool:
     return a.lstrip("v").split(".")[:2] == b.lstrip("v").split(".")[:2]
 
 
-def class_status(gateway_class: Mapping, crd_version: str | None) -> st.ClassStatus:
+def class_status(gateway_class: Mapping, crd_version: str | None,
+                 features: tuple[str, ...] = gateway_features.SUPPORTED) -> st.ClassStatus:
+    """``features``: the supportedFeatures an accepted class lists (gateway_features.supported)."""
     generation = f.integer(f.mapping(gateway_class.get("metadata")).get("generation"))
     if crd_version and not _same_minor(crd_version, SUPPORTED_VERSION):
         message = f"Gateway API CRDs {crd_version} are installed; this controller implements {SUPPORTED_VERSION}"
@@ -40,4 +43,4 @@ def class_status(gateway_class: Mapping, crd_version: str | None) -> st.ClassSta
             st.Condition(st.ACCEPTED, False, st.R_INVALID_PARAMETERS,
                          "parametersRef is not supported: this controller takes no parameters"), version))
     return st.ClassStatus(generation, (st.Condition(st.ACCEPTED, True, st.R_ACCEPTED, "GatewayClass is accepted"),
-                                       version))
+                                       version), features)

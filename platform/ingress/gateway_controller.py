@@ -40,7 +40,7 @@ from platformd.common.store import index_endpointslice_by_service
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_dataplane import GatewayPlane
-from platformd.ingress.gateway_lowering import Lowered, lower
+from platformd.ingress.gateway_lowering import Lowered, LoweringCache, lower
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
 from platformd.ingress.gateway_model import GatewayTable
 from platformd.ingress.gateway_translate import GatewayTranslation, build
@@ -136,6 +136,7 @@ class GatewayController:
         self._version = 0  # of the last table published to the data plane
         self._applied = 0  # newest version a successful apply carried
         self._used_services: frozenset[str] = frozenset()
+        self._servers = LoweringCache()  # the last lowering's Servers, reused for unchanged hosts
         mark = lambda *_: self._runner.run()  # noqa: E731 - handlers only mark work
         for informer in self.informers.values():
             informer.add_handler(FuncHandler(
@@ -226,7 +227,7 @@ class GatewayController:
             slices = self._serving.slices.store
             lowered = lower(translation.table, http_port=options.http_port, https_port=options.https_port,
                             services=snapshot.services, secrets=snapshot.secrets, now=now,
-                            slices=lambda key: tuple(slices.by_index(_BY_SERVICE, key)))
+                            slices=lambda key: tuple(slices.by_index(_BY_SERVICE, key)), cache=self._servers)
         with self._lock:
             self._version += 1
             self._built = (translation, lowered, self._version)

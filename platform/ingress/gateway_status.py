@@ -80,6 +80,7 @@ class Condition:
 class ClassStatus:
     generation: int
     conditions: tuple[Condition, ...]
+    supported_features: tuple[str, ...] = ()  # gateway_features.SUPPORTED when accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,10 @@ def render_class(status: ClassStatus, obj: Mapping, now: str) -> dict:
     body = dict(current)
     body["conditions"] = _condition_dicts(status.conditions, status.generation,
                                           current.get("conditions"), now)
+    if status.supported_features:
+        body["supportedFeatures"] = [{"name": name} for name in status.supported_features]
+    else:
+        body.pop("supportedFeatures", None)
     return body
 
 

@@ -27,6 +27,7 @@ from types import MappingProxyType
 
 from platformd.common import gcpause
 from platformd.ingress import gateway_addresses, gateway_attach, gateway_classes, gateway_listeners
+from platformd.ingress import gateway_features
 from platformd.ingress import gateway_fields as f
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_status as st
@@ -179,7 +180,8 @@ def build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> Gat
 
 
 def _build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float) -> GatewayTranslation:
-    classes = {_key(c): gateway_classes.class_status(c, snapshot.crd_version)
+    features = gateway_features.supported(set(options.listener_ports) - options.tls_listener_ports)
+    classes = {_key(c): gateway_classes.class_status(c, snapshot.crd_version, features)
                for _, c in _age_order(snapshot.gateway_classes) if gateway_classes.is_ours(c, options.controller_name)}
     accepted_classes = {name for name, s in classes.items() if s.conditions[0].status}
     ours = [(k, g) for k, g in _age_order(snapshot.gateways)

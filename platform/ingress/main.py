@@ -315,6 +315,9 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         raise StartError(str(exc)) from None
     if gateway is not None:
         server.extra_status["gateway_api"] = gateway.summary
+        if parts.webhook is not None:
+            from platformd.ingress import webhook_routes
+            parts.webhook.add_reviewers(webhook_routes.reviewers(gateway))
     server.start()
 
     # The elector and the status writer outlive ``stop`` until the status is

@@ -38,6 +38,7 @@ from platformd.ingress.client_tls import ClientTls
 from platformd.ingress.host_tls import HostTls
 from platformd.ingress.passthrough import Passthrough
 from platformd.ingress.traffic import Traffic
+from platformd.ingress.route_choice import Conditions, check_split
 
 __all__ = [
     "AccessControl",
@@ -412,8 +413,8 @@ class RequestRedirect:
 class Location:
     """One path of one server.
 
-    ``backend`` names a ``Backend``; it may be None only when ``redirect`` is
-    set. ``rewrite_target`` rewrites the URI before proxying, using the
+    ``backend`` names a ``Backend``; it may be None only when ``redirect``,
+    ``request_redirect`` or ``split`` is set. ``rewrite_target`` rewrites the URI before proxying, using the
     location's path as the regex (so REGEX paths give capture groups).
     ``ssl_redirect`` redirects plain-HTTP requests to HTTPS (ssl-redirect and
     force-ssl-redirect both end up here; the translator decides when).
@@ -442,13 +443,20 @@ class Location:
     # into lane_directives once the Secret is read (backend_tls.apply).
     backend_tls: "BackendTlsAsk | None" = None
     traffic: Traffic = Traffic()  # platformd.ingress.traffic
+    # Gateway API (route_choice): answer only when these hold; several
+    # locations may share a path when their conditions differ (tried in order).
+    conditions: Conditions | None = None
+    # Weighted backends instead of ``backend``: ((name | None: answer 500, weight), ...).
+    split: tuple[tuple[str | None, int], ...] = ()
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)
         _set(self, "match", match)
         where = f"location[{self.path!r}]"
         _checked(where, check_path, match, self.path)
-        if self.backend is None and self.redirect is None and self.request_redirect is None:
+        if self.split:
+            _checked(where, check_split, "split", self.split)
+        if self.backend is None and self.redirect is None and self.request_redirect is None and not self.split:
             raise v.ValidationError(f"{where}.backend", None, "a location needs a backend or a redirect")
         if self.backend is not None:
             _checked(where, v.backend_name, "backend", self.backend)
@@ -491,13 +499,15 @@ def check_path(match: PathMatch, path: str) -> str:
 
 def _canonical_locations(field_name: str, locations: Iterable[Location]) -> tuple[Location, ...]:
     """``locations`` in canonical order; two locations for one path and match are an error."""
-    ordered = tuple(sorted(locations, key=lambda loc: loc.sort_key))
-    seen: set[tuple[PathMatch, str]] = set()
+    ordered = tuple(sorted(locations, key=lambda loc: loc.sort_key))  # stable: conditions keep their order
+    seen: set[tuple] = set()
     for loc in ordered:
         key = (loc.match, prefix_base(loc.path) if loc.match is PathMatch.PREFIX else loc.path)
-        if key in seen:
+        # One location per path and match, and before it any number with
+        # distinct conditions (an unconditional one ends the path's list).
+        if key in seen or (key, loc.conditions) in seen:
             raise v.ValidationError(field_name, loc.path, f"duplicate {loc.match.value} path")
-        seen.add(key)
+        seen.add(key if loc.conditions is None else (key, loc.conditions))
     return ordered
 
 

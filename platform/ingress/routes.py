@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from platformd.ingress import auth as auth_mod
-from platformd.ingress import bound, client_tls, headers, host_tls, lanes, mirror
+from platformd.ingress import bound, client_tls, headers, host_tls, lanes, mirror, route_choice
 from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
 from platformd.ingress import www_redirect
@@ -129,7 +129,8 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
             and not proxy.upstream_vhost
             and not limit.connections and loc.cors is None and loc.auth is None
             and not loc.headers and not settings.headers and loc.mirror is None
-            and loc.traffic == traffic_mod.DEFAULT)
+            and loc.traffic == traffic_mod.DEFAULT
+            and loc.conditions is None and not loc.split)  # chosen per request: route() decides
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
@@ -195,7 +196,8 @@ class _Policies:
 
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
-               loc.lane_directives, loc.auth, loc.request_redirect, loc.headers, loc.mirror, loc.traffic)
+               loc.lane_directives, loc.auth, loc.request_redirect, loc.headers, loc.mirror, loc.traffic,
+               loc.conditions is None and not loc.split)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)
@@ -210,6 +212,7 @@ def _host(name: str, locations: tuple[Location, ...], policies: _Policies, *, hs
     exact: dict[str, dict] = {}
     prefix: dict[str, dict] = {}
     regex: list[tuple[tuple, dict]] = []
+    chained: dict[str, dict] = {}  # regex path -> its first route (route_choice.put)
     used: dict[str, dict] = {}
     for loc in locations:
         try:
@@ -217,11 +220,13 @@ def _host(name: str, locations: tuple[Location, ...], policies: _Policies, *, hs
             backend = v.backend_name("backend", loc.backend) if loc.backend is not None else None
             route = {"backend": backend, "policy": pid, "rewrite": _rewrite_pattern(loc),
                      "zone": _zone(name, loc.path) if loc.rate_limit.enabled else None}
+            if loc.conditions is not None or loc.split:
+                route_choice.extend(route, loc)
             if loc.match is PathMatch.EXACT:
-                exact[v.path("path", loc.path)] = route
+                route_choice.put(exact, v.path("path", loc.path), route)
             elif loc.match is PathMatch.PREFIX:
-                prefix[prefix_base(v.path("path", loc.path))] = route
-            else:
+                route_choice.put(prefix, prefix_base(v.path("path", loc.path)), route)
+            elif route_choice.put(chained, loc.path, route) is route:  # else a further candidate, chained
                 pattern = v.regex("path", loc.path)
                 route["pattern"] = pattern if pattern.startswith("^") else "^" + pattern
                 route["length"] = len(loc.path)

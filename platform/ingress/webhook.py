@@ -41,6 +41,10 @@ class Webhook:
     def health(self) -> tuple[bool, str]:
         return self.server.health()
 
+    def add_reviewers(self, reviewers) -> None:
+        """Review more kinds from now on (the Gateway API routes, once their controller exists)."""
+        self.server.add_reviewers(reviewers)
+
     def stop(self) -> None:
         self.server.stop()
         if self._thread is not None:

@@ -3,8 +3,8 @@
 ``WebhookServer`` listens on ``--validating-webhook`` and answers:
 
 * ``POST /validate``: an ``AdmissionReview`` (webhook_admission) handed to the
-  reviewer registered for the object's group and kind (``reviewers``; Ingresses
-  only, so far; HTTPRoutes are served but not reviewed yet). A kind without a reviewer is
+  reviewer registered for the object's group and kind (``reviewers``: Ingresses,
+  and HTTPRoutes and GRPCRoutes when the Gateway API is served). A kind without a reviewer is
   allowed (the configuration should not send it). A malformed review with a
   usable uid gets a denial with status 400 saying what is wrong; without one,
   HTTP 400 with the same text. A reviewer that raises is answered with HTTP
@@ -210,6 +210,10 @@ class WebhookServer:
         from cryptography import x509
         not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
         self._context, self._not_after = context, not_after
+
+    def add_reviewers(self, reviewers: Mapping[tuple[str, str], Reviewer]) -> None:
+        """Register more reviewers; a new dict is swapped in, so answers in flight see one whole set."""
+        self._reviewers = {**self._reviewers, **reviewers}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.5},

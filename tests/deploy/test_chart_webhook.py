@@ -83,6 +83,10 @@ def test_flags_name_the_rendered_objects_and_parse(helm):
     assert "caBundle" not in hook["clientConfig"]  # the controller's to fill; an upgrade must not clear it
     assert (hook["admissionReviewVersions"], hook["sideEffects"], hook["matchPolicy"]) == (["v1"], "None", "Equivalent")
     assert hook["rules"][0]["resources"] == ["ingresses"] and hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert hook["rules"][1]["apiGroups"] == ["gateway.networking.k8s.io"]  # routes: webhook_routes
+    assert hook["rules"][1]["resources"] == ["httproutes", "grpcroutes"]
+    off = one(render(helm, ON, "ingress.gatewayAPI.enabled=false"), "ValidatingWebhookConfiguration")
+    assert [r["resources"] for r in off["webhooks"][0]["rules"]] == [["ingresses"]]
     ports = {p["name"]: p["containerPort"] for p in container(workload(docs, "ingress-controller"))["ports"]}
     assert service["spec"]["ports"][0]["targetPort"] == "webhook" and flags["validating-webhook"] == f":{ports['webhook']}"
     args = container(workload(docs, "ingress-controller"))["args"]

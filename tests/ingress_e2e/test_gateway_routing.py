@@ -53,14 +53,14 @@ def test_http_route_is_served_beside_an_ingress_and_programmed(fake_api, ingress
     route["spec"]["rules"][0]["backendRefs"][0]["name"] = "legacy"
     fake_api.update(route)
     running.wait_served("gw.example", "/api", "legacy", timeout=20)
-    fake_api.create(_plain(http_route("headers", hostnames=["hdr.example"], rules=[
-        rule(backend("web"), matches=[{**path("/"), "headers": [{"name": "x-env", "value": "canary"}]}])])))
+    fake_api.create(_plain(http_route("modifier", hostnames=["mod.example"], rules=[
+        rule(backend("web"), filters=[{"type": "RequestHeaderModifier",
+                                       "requestHeaderModifier": {"set": [{"name": "x-env", "value": "canary"}]}}])])))
     status, reason, message = wait_for(lambda: _programmed(fake_api)[:1] == ("False",) and _programmed(fake_api), 20,
-                                       message="Gateway not programmed for hdr.example")
-    assert reason == "Pending" and "hdr.example" in message and "header" in message
-    assert running.get("/", host="hdr.example").status_code == 404
-    assert running.status()["gateway_api"]["not_served"] == [
-        "hdr.example: header, query parameter and method matches need the router"]
+                                       message="Gateway not programmed for mod.example")
+    assert reason == "Pending" and "mod.example" in message and "header modifiers" in message
+    assert running.get("/", host="mod.example").status_code == 404
+    assert running.status()["gateway_api"]["not_served"] == ["mod.example: header modifiers and mirrors need the router"]
     assert running.get("/api", host="gw.example").text == "legacy"  # the rest keeps serving
 
 
@@ -87,7 +87,7 @@ def test_cross_namespace_backend_is_served_only_with_a_reference_grant(fake_api,
     running.wait_ready()
     wait_for(lambda: _route_conditions(fake_api, "route").get("ResolvedRefs") == ("False", "RefNotPermitted"), 20,
              message="RefNotPermitted")
-    assert running.get("/", host="cross.example").status_code == 404  # a rule answering 500 is left out
+    assert running.get("/", host="cross.example").status_code == 500  # the invalid backend's share
     created = fake_api.create(grant("backends", "default"))
     assert created
     wait_for(lambda: _route_conditions(fake_api, "route").get("ResolvedRefs") == ("True", "ResolvedRefs"), 20,

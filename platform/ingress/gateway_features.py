@@ -1,0 +1,53 @@
+"""The Gateway API features this implementation serves (GatewayClass
+``status.supportedFeatures``, Gateway API v1.6 ``pkg/features`` names).
+
+Exactly what the data plane serves whole, no more: a feature whose forms are
+only partly lowered (gateway_lowering leaves the rest out) is not listed.
+RequestRedirect is served whole (scheme, hostname, port, ReplaceFullPath /
+ReplacePrefixMatch, 301/302/303/307/308; lua/redirect.lua), so its features
+are. ``GatewayPort8080`` is claimed only when ``--gateway-listener-port``
+maps listener port 8080 to a plain-HTTP local port (``supported``).
+Not listed (yet): path rewrites (only some forms are lowered), header
+modifiers, mirrors, CORS (experimental channel), h2c / WebSocket backends;
+timeouts (served in whole seconds per attempt, the read timeout bounding the
+wait between two reads: not the whole-request bound the conformance tests
+time, see docs/gateway-api.md); listener isolation (the shared Ingress table
+matches a wildcard for one label only); static addresses (an address asked
+for outside the pool is not refused as the spec wants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+__all__ = ["SUPPORTED", "supported"]
+
+# Sorted, one per line: each helper adds its own.
+SUPPORTED: tuple[str, ...] = (
+    "GRPCRoute",
+    "Gateway",
+    "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRouteParentRefPort",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+)
+
+
+def supported(plain_listener_ports: Container[int]) -> tuple[str, ...]:
+    """``SUPPORTED`` plus ``GatewayPort8080`` when listener port 8080 is
+    among ``plain_listener_ports`` (mapped, served without TLS); sorted."""
+    if 8080 in plain_listener_ports:
+        return tuple(sorted((*SUPPORTED, "GatewayPort8080")))
+    return SUPPORTED
