@@ -358,7 +358,31 @@ def child_main(argv: list[str]) -> int:
     from platformd.ingress import main as ingress_main
 
     filesource.FileSource.__init__.__kwdefaults__["poll_interval"] = 0.02
+    if os.environ.get("BENCH_PROFILE"):
+        _profile_syncs(Path(os.environ["BENCH_PROFILE"]))
     return ingress_main.main(argv)
+
+
+def _profile_syncs(directory: Path) -> None:
+    """BENCH_PROFILE=dir: a cProfile of each full sync after the first, as dir/sync-N.prof."""
+    import cProfile
+
+    from platformd.ingress.controller import Controller
+
+    directory.mkdir(parents=True, exist_ok=True)
+    plain, count = Controller.sync, [0]
+
+    def profiled(self) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            return plain(self)
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(plain, self)
+        finally:
+            profile.dump_stats(directory / f"sync-{count[0]}.prof")
+
+    Controller.sync = profiled
 
 
 def _cell(value: float | None) -> str:

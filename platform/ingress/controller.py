@@ -63,6 +63,7 @@ from platformd.common.store import (
     key_of,
 )
 from platformd.ingress import annotations as ann_mod
+from platformd.ingress import incremental
 from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
 from platformd.ingress.model import Backend, Configuration, service_backend_name
@@ -77,6 +78,7 @@ log = logging.getLogger(__name__)
 _BY_SERVICE = "service"
 _BY_SECRET = "secret"
 _BY_DEFAULT_BACKEND = "default-backend"  # Services named by the default-backend annotation
+_BY_HOST = "host"  # rule, TLS and alias hosts (incremental.index_ingress_by_host)
 
 
 _backend_name = operator.attrgetter("name")
@@ -178,13 +180,23 @@ class _Marker:
         self._fn(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
 
 
-class _IngressMarker(_Marker):
-    """Like ``_Marker``, but an update that changes only an Ingress's status
-    (which our own status writer does for every Ingress) marks nothing."""
+class _IngressMarker:
+    """Calls ``fn(old, new)`` for every change of an Ingress's input (None:
+    added or deleted); an update that changes only its status (which our own
+    status writer does for every Ingress) marks nothing."""
+
+    def __init__(self, fn: Callable[[dict | None, dict | None], None]) -> None:
+        self._fn = fn
+
+    def on_add(self, obj: dict) -> None:
+        self._fn(None, obj)
 
     def on_update(self, old: dict, new: dict) -> None:
         if _ingress_input(old) != _ingress_input(new):
-            self._fn(new)
+            self._fn(old, new)
+
+    def on_delete(self, obj: dict | DeletedFinalStateUnknown) -> None:
+        self._fn(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj, None)
 
 
 def _ingress_input(obj: Mapping) -> tuple:
@@ -239,7 +251,7 @@ class Controller:
         self._on_synced = on_synced
         self.ingresses = factory.informer(resources.INGRESSES, {
             _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_secret,
-            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend})
+            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend, _BY_HOST: incremental.index_ingress_by_host})
         self.classes = factory.informer(resources.INGRESS_CLASSES)
         self.services = factory.informer(resources.SERVICES)
         self.slices = factory.informer(resources.ENDPOINT_SLICES, {_BY_SERVICE: index_endpointslice_by_service})
@@ -262,6 +274,9 @@ class Controller:
         self._slice_generation = 0
         self._dirty_services: set[str] = set()  # waiting for the endpoint sync
         self._slice_changes: dict[str, int] = {}  # "ns/svc" -> generation of its last slice change
+        # What changed since the last full sync took its changes (incremental);
+        # empty (a resync, a retry, ``trigger``) or ``everything``: a full build.
+        self._changes = incremental.Changes()
         self._state = SyncState()
         self._reported: frozenset[Problem] = frozenset()
         self._seen_versions: dict[str, tuple] = {}  # owned Ingress -> its input last told "Sync"
@@ -306,7 +321,7 @@ class Controller:
 
     def trigger(self) -> None:
         """Ask for a full sync soon."""
-        self._full.run()
+        self._mark_everything()
 
     def snapshot_of(self, ingresses: Iterable[dict]) -> Snapshot:
         """A ``Snapshot`` of just ``ingresses`` with what they reference from
@@ -329,8 +344,8 @@ class Controller:
     # --- handlers: only mark work ----------------------------------------------
 
     def _register_handlers(self) -> None:
-        self.ingresses.add_handler(_IngressMarker(lambda obj: self._full.run()))
-        self.classes.add_handler(_Marker(lambda obj: self._full.run()))
+        self.ingresses.add_handler(_IngressMarker(self._on_ingress))
+        self.classes.add_handler(_Marker(lambda obj: self._mark_everything()))
         self.services.add_handler(_Marker(self._on_service))
         self.secrets.add_handler(_Marker(self._on_secret))
         self.slices.add_handler(_Marker(self._on_slice))
@@ -346,13 +361,34 @@ class Controller:
             return "other"
         return None
 
+    def _mark_everything(self) -> None:
+        with self._dirty_lock:
+            self._changes.everything = True
+        self._full.run()
+
+    def _on_ingress(self, old: dict | None, new: dict | None) -> None:
+        with self._dirty_lock:
+            self._changes.ingress(old)
+            self._changes.ingress(new)
+        self._full.run()
+
     def _on_service(self, obj: dict) -> None:
-        if self._referenced_service(key_of(obj)):
+        key = key_of(obj)
+        use = self._referenced_service(key)
+        if use == "route":
+            with self._dirty_lock:
+                self._changes.services.add(key)
             self._full.run()
+        elif use is not None:
+            self._mark_everything()
 
     def _on_secret(self, obj: dict) -> None:
         key = key_of(obj)
-        if key == self.options.translate.default_ssl_certificate or self.ingresses.store.index_keys(_BY_SECRET, key):
+        if key == self.options.translate.default_ssl_certificate:
+            self._mark_everything()
+        elif self.ingresses.store.index_keys(_BY_SECRET, key):
+            with self._dirty_lock:
+                self._changes.secrets.add(key)
             self._full.run()
 
     def _on_slice(self, obj: dict) -> None:
@@ -366,11 +402,11 @@ class Controller:
                 self._slice_changes[service] = self._slice_generation
             self._fast.run()
             if use == "other":
-                self._full.run()
+                self._mark_everything()
 
     def _on_configmap(self, obj: dict) -> None:
         if key_of(obj) == self.options.configmap:
-            self._full.run()
+            self._mark_everything()
 
     # --- the full sync ---------------------------------------------------------
 
@@ -379,8 +415,12 @@ class Controller:
         started = self.clock.monotonic()
         with self._dirty_lock:
             generation = self._slice_generation
-        snapshot = self._snapshot()
-        translation = build(snapshot, self.options.translate, self.caches)
+            changes, self._changes = self._changes, incremental.Changes()
+        hood = self._neighbourhood(changes)
+        translation = self._translate_changed(hood) if hood is not None else None
+        if translation is None:
+            hood = None
+            translation = build(self._snapshot(), self.options.translate, self.caches)
         config = self._localize(translation.configuration)
         with self._model_lock:
             with self._dirty_lock:
@@ -391,21 +431,24 @@ class Controller:
                 config, _ = self._patch_endpoints(config, late)
             self._model, self._translation = config, translation
             applying = self.plane.submit(config)
+        log.debug("sync: %s translation in %.3fs", "full" if hood is None else f"incremental ({len(hood.ingresses)} "
+                  f"ingresses, {len(hood.hosts)} hosts)", self.clock.monotonic() - started)
         # Waiting out a reload (tens of seconds at 10,000 Ingresses) would hold
         # back the next sync, and with it a new Ingress the Lua router could
         # serve at once: when another sync is due, leave this one to the data
         # plane (it applies it with, or replaces it by, the next) and return.
+        changed = hood.changed if hood is not None else None
         result = applying(self._full.requested)
         if result is None:
             log.info("sync handed over to the next one while its reload waits")
-            self._tell(translation)
+            self._tell(translation, changed)
             return
         if result.refused:
             # Left out by the data plane, reported like translation problems.
             translation = replace(translation, problems=translation.problems + self._refused_problems(result.refused))
             self._translation = translation
         self._record(result, config, translation, self.clock.monotonic() - started)
-        self._tell(translation)
+        self._tell(translation, changed)
         if result.ok and result.reload_in > 0:
             # A global change came too soon after the last reload: the rest
             # is served; apply again when the reload is allowed.
@@ -416,6 +459,28 @@ class Controller:
             raise SyncError(f"applying the configuration failed ({result.kind}): {result.error}")
         if self._on_synced is not None:
             self._on_synced(translation)
+
+    def _translate_changed(self, hood: incremental.Neighbourhood) -> Translation | None:
+        """The last translation with ``hood`` translated again (None: build in full).
+
+        It starts from ``_model``, which has the endpoint syncs' patches;
+        slices that change meanwhile are patched in by ``sync`` as for a
+        full build (``_slice_changes``)."""
+        partial = build(self._partial_snapshot(hood.ingresses.values()), self.options.translate, self.caches)
+        partial = replace(partial, configuration=self._localize(partial.configuration))
+        with self._model_lock:
+            previous = replace(self._translation, configuration=self._model)
+        return incremental.splice(previous, partial, hood, self.options.translate)
+
+    def _neighbourhood(self, changes: incremental.Changes) -> incremental.Neighbourhood | None:
+        """What to translate again for ``changes`` (None: everything; see incremental)."""
+        if not changes or self._translation is None or self._model is None:
+            return None
+        store = self.ingresses.store
+        index = {incremental.HOST: _BY_HOST, incremental.SERVICE: _BY_SERVICE, incremental.SECRET: _BY_SECRET,
+                 incremental.DEFAULT_BACKEND: _BY_DEFAULT_BACKEND}
+        return incremental.neighbourhood(changes, store.get, lambda kind, value: store.by_index(index[kind], value),
+                                         self.options.translate)
 
     def _wait_for_caches(self, stop: threading.Event) -> bool:
         deadline = None if self.options.cache_sync_timeout is None else time.monotonic() + self.options.cache_sync_timeout
@@ -477,11 +542,11 @@ class Controller:
                 patched - started, self.clock.monotonic() - patched,
                 result.kind if result else ("handed over" if applying else "no change"))
         if not complete:
-            self._full.run()
+            self._mark_everything()
         if result is None:
             return
         if not result.ok:
-            self._full.run()  # the full sync retries with everything current
+            self._mark_everything()  # the full sync retries with everything current
             self._failed(result)
             raise SyncError(f"endpoint update failed: {result.error}")
         self._count(config, result)
@@ -530,6 +595,8 @@ class Controller:
         opts = self.options.translate
         if opts.default_ssl_certificate:
             secret_keys.add(opts.default_ssl_certificate)
+        if opts.default_backend_service:
+            service_keys.add(opts.default_backend_service)  # a host without a "/" of its own uses it
         services = {k: o for k in service_keys if (o := self.services.store.get(k)) is not None}
         secrets = {k: o for k in secret_keys if (o := self.secrets.store.get(k)) is not None}
         slices = {k: tuple(self.slices.store.by_index(_BY_SERVICE, k)) for k in service_keys}
@@ -595,21 +662,38 @@ class Controller:
                                             f"{kind} {name} left out: the data plane refused it: {reason}"))
         return tuple(problems)
 
-    def _tell(self, translation: Translation) -> None:
-        """Problems (``_report``), then "Sync" for changed Ingresses that are served as asked."""
+    def _tell(self, translation: Translation, changed: Iterable[str] | None = None) -> None:
+        """Problems (``_report``), then "Sync" for changed Ingresses that are served as asked.
+
+        ``changed``: the only Ingresses that may have changed since the last
+        sync (an incremental one); None: any."""
         self._report(translation.problems)
         flagged = {f"{p.namespace}/{p.name}" for p in self._reported if p.kind == "Ingress"}
-        seen: dict[str, tuple] = {}
-        for key in translation.owned_ingresses:
+        before = self._seen_versions
+        if changed is None:
+            seen: dict[str, tuple] = {}
+            keys: Iterable[str] = translation.owned_ingresses
+        else:
+            seen = before  # only the sync thread uses it: changed in place
+            owned = translation.owned_ingresses
+            keys = []
+            for key in changed:
+                at = bisect.bisect_left(owned, key)
+                if at < len(owned) and owned[at] == key:
+                    keys.append(key)
+                else:
+                    seen.pop(key, None)
+        for key in keys:
             obj = self.ingresses.store.get(key)
             if obj is None:
+                seen.pop(key, None)
                 continue
             version = _ingress_input(obj)  # not resourceVersion: our status writes change that
-            seen[key] = version
             # A refused Ingress hears a Warning from ``_report``, not a "Sync"
             # that reads as if all went well.
-            if self._seen_versions.get(key) != version and self.recorder is not None and key not in flagged:
+            if before.get(key) != version and self.recorder is not None and key not in flagged:
                 self.recorder.event(obj, "Normal", "Sync", "Scheduled for sync")
+            seen[key] = version
         self._seen_versions = seen
 
     # --- problems: the one path from "refused" to Events, /status and metrics ---------
