@@ -26,8 +26,11 @@ a manifest folder, with its own nginx; backends on 127.0.0.1):
   reached during the cold start (parsing, first translation and render);
 * EndpointSlice change → first request answered by the new endpoint
   (p50/p99 over ``--trials`` changes);
-* new Ingress → first request served on its host (p50/p99 over
-  ``--trials``), and the reload count across them (0).
+* route changes → first request served (p50/p99 over ``--trials`` each):
+  a new Ingress (new host), then on each new Ingress a new path and an
+  annotation change (``permanent-redirect``); the p99 over all three kinds,
+  and the reload count across them (0). ``BENCH_PROFILE=dir`` writes a
+  cProfile of each full sync of the controller after the first.
 
 Two reference figures put the memory in proportion: the RSS of a process
 that has only imported what the controller imports (the interpreter and
@@ -328,6 +331,34 @@ def live(n: int, trials: int) -> dict:
         figures["new_ingress_p99_s"] = _percentile(new_ingress, 0.99)
         figures["new_ingress_max_s"] = max(new_ingress)
         figures["new_ingress_each_s"] = [round(t, 3) for t in new_ingress]
+        # The other route changes, on the Ingresses just added (each in a file
+        # of its own): a new path (Exact /p to a Service without endpoints:
+        # served once it answers 503 where "/" answered 200) and an annotation
+        # (permanent-redirect: served once "/" answers 301).
+        changes: dict[str, list[float]] = {"new_path": [], "annotation": []}
+        for trial in range(trials):
+            host_new = f"new{trial}.bench.example"
+            for kind, path, status in (("new_path", "/p", 503), ("annotation", "/", 301)):
+                time.sleep(0.2)
+                obj = ingress(n + 1 + trial, host=host_new, services=("s0-a", "s0-b"))
+                paths = obj["spec"]["rules"][0]["http"]["paths"]
+                paths.append({"path": "/p", "pathType": "Exact",
+                              "backend": {"service": {"name": "absent", "port": {"number": 80}}}})
+                if kind == "annotation":
+                    obj["metadata"]["annotations"] = {
+                        "nginx.ingress.kubernetes.io/permanent-redirect": f"https://moved.example/{trial}"}
+                start = time.perf_counter()
+                _dump(source / f"new-{trial}.yaml", [obj])
+                while _get(http_port, host_new, path)[0] != status:
+                    if time.perf_counter() - start > 600:
+                        raise RuntimeError(f"{kind} change not served within 600 s")
+                    time.sleep(0.005)
+                changes[kind].append(time.perf_counter() - start)
+        for kind, values in changes.items():
+            figures[f"{kind}_p50_s"] = statistics.median(values)
+            figures[f"{kind}_p99_s"] = _percentile(values, 0.99)
+        every = new_ingress + changes["new_path"] + changes["annotation"]
+        figures["route_change_p99_s"] = _percentile(every, 0.99)
         figures["reloads_during"] = json.loads(_get(healthz, "x", "/status")[1])["reload_count"] - reloads
         figures["rss_end_mb"], figures["peak_rss_mb"] = _memory(child.pid)
     finally:
@@ -432,8 +463,13 @@ def main() -> int:
         print(f"    each, in order (ms): {' '.join(map(str, f['endpoint_ms']))}")
         print(f"  new Ingress -> first request p50 {f['new_ingress_s'] * 1000:.0f} ms, p99 "
               f"{f['new_ingress_p99_s'] * 1000:.0f} ms, max {f['new_ingress_max_s'] * 1000:.0f} ms"
-              f" ({args.trials} new Ingresses; reloads meanwhile: {f['reloads_during']})")
+              f" ({args.trials} new Ingresses)")
         print(f"    each, in order (s): {' '.join(map(str, f['new_ingress_each_s']))}")
+        print(f"  new path -> first request    p50 {f['new_path_p50_s'] * 1000:.0f} ms, p99 "
+              f"{f['new_path_p99_s'] * 1000:.0f} ms; annotation change p50 {f['annotation_p50_s'] * 1000:.0f} ms, "
+              f"p99 {f['annotation_p99_s'] * 1000:.0f} ms")
+        print(f"  route change (all three kinds, {3 * args.trials}) p99 {f['route_change_p99_s'] * 1000:.0f} ms "
+              f"(reloads meanwhile: {f['reloads_during']})")
     return 0
 
 
