@@ -277,6 +277,7 @@ class Controller:
         # What changed since the last full sync took its changes (incremental);
         # empty (a resync, a retry, ``trigger``) or ``everything``: a full build.
         self._changes = incremental.Changes()
+        self._last_full = float("-inf")  # clock time of the last full translation (sync thread only)
         self._state = SyncState()
         self._reported: frozenset[Problem] = frozenset()
         self._seen_versions: dict[str, tuple] = {}  # owned Ingress -> its input last told "Sync"
@@ -320,8 +321,9 @@ class Controller:
         return True, "ok"
 
     def trigger(self) -> None:
-        """Ask for a full sync soon."""
-        self._mark_everything()
+        """Ask for the current configuration to be applied again soon (nginx
+        restarted, Gateway routes to merge): translates nothing by itself."""
+        self._full.run()
 
     def snapshot_of(self, ingresses: Iterable[dict]) -> Snapshot:
         """A ``Snapshot`` of just ``ingresses`` with what they reference from
@@ -412,15 +414,19 @@ class Controller:
 
     def sync(self) -> None:
         """One full sync (see the module docstring). Raises ``SyncError`` to be retried."""
+        try:
+            self._sync()
+        except BaseException:
+            with self._dirty_lock:
+                self._changes.everything = True  # what this one took is not lost: the retry translates all
+            raise
+
+    def _sync(self) -> None:
         started = self.clock.monotonic()
         with self._dirty_lock:
             generation = self._slice_generation
             changes, self._changes = self._changes, incremental.Changes()
-        hood = self._neighbourhood(changes)
-        translation = self._translate_changed(hood) if hood is not None else None
-        if translation is None:
-            hood = None
-            translation = build(self._snapshot(), self.options.translate, self.caches)
+        translation, changed, how = self._translate(changes)
         config = self._localize(translation.configuration)
         with self._model_lock:
             with self._dirty_lock:
@@ -431,13 +437,11 @@ class Controller:
                 config, _ = self._patch_endpoints(config, late)
             self._model, self._translation = config, translation
             applying = self.plane.submit(config)
-        log.debug("sync: %s translation in %.3fs", "full" if hood is None else f"incremental ({len(hood.ingresses)} "
-                  f"ingresses, {len(hood.hosts)} hosts)", self.clock.monotonic() - started)
+        log.debug("sync: %s translation in %.3fs", how, self.clock.monotonic() - started)
         # Waiting out a reload (tens of seconds at 10,000 Ingresses) would hold
         # back the next sync, and with it a new Ingress the Lua router could
         # serve at once: when another sync is due, leave this one to the data
         # plane (it applies it with, or replaces it by, the next) and return.
-        changed = hood.changed if hood is not None else None
         result = applying(self._full.requested)
         if result is None:
             log.info("sync handed over to the next one while its reload waits")
@@ -460,6 +464,29 @@ class Controller:
         if self._on_synced is not None:
             self._on_synced(translation)
 
+    def _translate(self, changes: incremental.Changes) -> tuple[Translation, frozenset[str] | None, str]:
+        """(translation, the Ingresses that may have changed (None: any), how it was made).
+
+        Full: the first sync, ``changes.everything``, the periodic resync
+        (``resync_interval`` after the last full one: repairs whatever a
+        missed event left), or changes beyond a neighbourhood. Nothing
+        recorded (``trigger``: nginx restarted, Gateway routes changed): the
+        last configuration again. Else the neighbourhood (incremental)."""
+        now = self.clock.monotonic()
+        why = ("first sync" if self._translation is None else "everything" if changes.everything
+               else "resync" if now - self._last_full >= self.options.resync_interval else None)
+        if why is None and not changes:
+            with self._model_lock:
+                return replace(self._translation, configuration=self._model), frozenset(), "no (nothing changed)"
+        if why is None:
+            hood = self._neighbourhood(changes)
+            translation = self._translate_changed(hood) if hood is not None else None
+            if translation is not None:
+                return translation, hood.changed, f"incremental ({len(hood.ingresses)} ingresses, {len(hood.hosts)} hosts)"
+            why = "beyond a neighbourhood" if hood is None else "not spliceable"
+        self._last_full = now
+        return build(self._snapshot(), self.options.translate, self.caches), None, f"full ({why})"
+
     def _translate_changed(self, hood: incremental.Neighbourhood) -> Translation | None:
         """The last translation with ``hood`` translated again (None: build in full).
 
@@ -474,8 +501,6 @@ class Controller:
 
     def _neighbourhood(self, changes: incremental.Changes) -> incremental.Neighbourhood | None:
         """What to translate again for ``changes`` (None: everything; see incremental)."""
-        if not changes or self._translation is None or self._model is None:
-            return None
         store = self.ingresses.store
         index = {incremental.HOST: _BY_HOST, incremental.SERVICE: _BY_SERVICE, incremental.SECRET: _BY_SECRET,
                  incremental.DEFAULT_BACKEND: _BY_DEFAULT_BACKEND}
