@@ -261,38 +261,119 @@ def imports_rss_mb() -> float:
     return float(out.stdout.strip())
 
 
-def live(n: int, trials: int, manifest: str = "yaml") -> dict:
+class _Folder:
+    """The live run's objects as a manifest folder (``--source``)."""
+
+    def __init__(self, directory: Path, manifest: str) -> None:
+        self.directory, self.manifest = directory, manifest
+        directory.mkdir()
+
+    def seed(self, objects: list[dict]) -> None:
+        if self.manifest == "json":
+            # One JSON object (a List): the file source's JSON path.
+            tmp = self.directory / ".bulk.tmp"
+            tmp.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+            os.replace(tmp, self.directory / "bulk.json")
+        else:
+            _dump(self.directory / "bulk.yaml", objects)
+
+    def put(self, name: str, docs: list[dict]) -> None:
+        """Create or replace the objects of one file."""
+        _dump(self.directory / f"{name}.yaml", docs)
+
+    def args(self) -> list[str]:
+        return ["--source", str(self.directory)]
+
+    def close(self) -> None:
+        pass
+
+
+class _ApiServer:
+    """The live run's objects in the project's fake API server (``--kubeconfig``):
+    the production path, the real ``kubernetes`` client's configuration and
+    our list/watch over HTTP. Two things differ from a real server: seeding
+    skips reading all Services per Service create to allocate a cluster IP
+    (quadratic: hours at 20,000; each Service is given its cluster IP), and
+    EndpointSlices may hold 127.0.0.1, where the backends listen. Everything
+    the controller sees goes through the server as usual."""
+
+    def __init__(self, directory: Path) -> None:
+        from tests.fakeapi import FakeApiServer
+        from tests.fakeapi import defaults, registry
+
+        plain = registry.Registry._default
+
+        def _default(self, rt, obj) -> None:
+            if rt.plural == "services" and (obj.get("spec") or {}).get("clusterIP"):
+                defaults.apply_defaults(rt, obj, [])  # nothing to allocate
+            else:
+                plain(self, rt, obj)
+
+        registry.Registry._default = _default
+        # The backends listen on 127.0.0.1 (tests send traffic to loopback
+        # only), which a real API server refuses in an EndpointSlice.
+        from tests.fakeapi import validation
+        plain_address = validation._endpoint_address_errors
+        validation._endpoint_address_errors = lambda field, address, kind: (
+            [] if str(address).startswith("127.") else plain_address(field, address, kind))
+        self.api = FakeApiServer(history_limit=10_000).start()
+        self.kubeconfig = directory / "kubeconfig"
+        self.api.write_kubeconfig(self.kubeconfig)
+        self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        self._ips = 0
+
+    def _create(self, obj: dict) -> None:
+        if obj["kind"] == "Service":
+            self._ips += 1
+            obj = {**obj, "spec": {**obj["spec"], "clusterIP": f"10.100.{self._ips >> 8}.{self._ips & 255}"}}
+        self.api.create(obj)
+
+    def seed(self, objects: list[dict]) -> None:
+        for obj in objects:
+            self._create(obj)
+
+    def put(self, name: str, docs: list[dict]) -> None:
+        for obj in docs:
+            meta = obj["metadata"]
+            if self.api.get(obj["kind"], meta.get("namespace"), meta["name"]) is None:
+                self._create(obj)
+            else:
+                self.api.update(obj)
+
+    def args(self) -> list[str]:
+        return ["--kubeconfig", str(self.kubeconfig)]
+
+    def close(self) -> None:
+        self.api.stop()
+
+
+def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files", settle: float = 0.0) -> dict:
     from tests.helpers.backends import HttpBackend, free_port
 
     work = Path(tempfile.mkdtemp(prefix="pdbench-"))
-    source, state = work / "manifests", work / "state"
-    source.mkdir()
+    state = work / "state"
     a, b = HttpBackend("A"), HttpBackend("B")
     http_port, https_port, healthz = free_port(), free_port(), free_port()
     figures: dict = {"ingresses": n}
     child = None
+    objects = _ApiServer(work) if source_kind == "api" else _Folder(work / "manifests", manifest)
     try:
         ingresses, services, slices = cluster(n)
         moving = f"{NAMESPACE}/s0-a"
         static = [CLASS, *ingresses, *services.values(),
                   *(s for key, group in slices.items() if key != moving for s in group)]
-        if manifest == "json":
-            # One JSON object (a List): the file source's JSON path.
-            tmp = source / ".bulk.tmp"
-            tmp.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": static}))
-            os.replace(tmp, source / "bulk.json")
-        else:
-            _dump(source / "bulk.yaml", static)
+        start = time.perf_counter()
+        objects.seed(static)
+        figures["seed_s"] = time.perf_counter() - start
         del ingresses, services, slices, static
-        change = source / "change.yaml"
-        _dump(change, [endpoint_slice("s0-a", [(a.address, a.port)])])
+        objects.put("change", [endpoint_slice("s0-a", [(a.address, a.port)])])
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         if os.environ.get("BENCH_DEBUG"):
             env["PLATFORM_LOG_LEVEL"] = "DEBUG"
             print(f"controller log: {work / 'log'}", flush=True)
         start = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, __file__, "--child", "--source", str(source), "--state-dir", str(state),
+            [sys.executable, __file__, "--child", *objects.args(), "--state-dir", str(state),
              "--http-port", str(http_port), "--https-port", str(https_port), "--healthz-host", "127.0.0.1",
              "--healthz-port", str(healthz)], env=env, stdout=subprocess.DEVNULL, stderr=open(work / "log", "w"))
         host = "h0.bench.example"
@@ -306,11 +387,12 @@ def live(n: int, trials: int, manifest: str = "yaml") -> dict:
         figures["full_sync_s"] = json.loads(_get(healthz, "x", "/status")[1])["last_sync_duration_seconds"]
         figures["rss_ready_mb"], figures["peak_ready_mb"] = _memory(child.pid)
         assert _get(http_port, host)[1] == "A", _get(http_port, host)
+        time.sleep(settle)  # e.g. past the startup "Sync" Events (one per Ingress) to the API server
         latencies = []
         for trial in range(trials):
             target = b if trial % 2 == 0 else a
             start = time.perf_counter()
-            _dump(change, [endpoint_slice("s0-a", [(target.address, target.port)])])
+            objects.put("change", [endpoint_slice("s0-a", [(target.address, target.port)])])
             while _get(http_port, host)[1] != target.name:
                 if time.perf_counter() - start > 60:
                     raise RuntimeError("endpoint change not served within 60 s")
@@ -326,7 +408,7 @@ def live(n: int, trials: int, manifest: str = "yaml") -> dict:
             time.sleep(0.2)
             host_new = f"new{trial}.bench.example"
             start = time.perf_counter()
-            _dump(source / f"new-{trial}.yaml", [ingress(n + 1 + trial, host=host_new, services=("s0-a", "s0-b"))])
+            objects.put(f"new-{trial}", [ingress(n + 1 + trial, host=host_new, services=("s0-a", "s0-b"))])
             while _get(http_port, host_new)[0] != 200:
                 if time.perf_counter() - start > 600:
                     raise RuntimeError("new Ingress not served within 600 s")
@@ -353,7 +435,7 @@ def live(n: int, trials: int, manifest: str = "yaml") -> dict:
                     obj["metadata"]["annotations"] = {
                         "nginx.ingress.kubernetes.io/permanent-redirect": f"https://moved.example/{trial}"}
                 start = time.perf_counter()
-                _dump(source / f"new-{trial}.yaml", [obj])
+                objects.put(f"new-{trial}", [obj])
                 while _get(http_port, host_new, path)[0] != status:
                     if time.perf_counter() - start > 600:
                         raise RuntimeError(f"{kind} change not served within 600 s")
@@ -377,6 +459,7 @@ def live(n: int, trials: int, manifest: str = "yaml") -> dict:
             _stop_nginx(state)
         a.stop()
         b.stop()
+        objects.close()
         if not os.environ.get("BENCH_DEBUG"):
             shutil.rmtree(work, ignore_errors=True)
     return figures
@@ -437,6 +520,10 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-offline", action="store_true")
+    parser.add_argument("--source", choices=("files", "api"), default="files",
+                        help="live run: a manifest folder, or the fake API server (the production path)")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds to wait after ready before the change trials")
     parser.add_argument("--manifest", choices=("yaml", "json"), default="yaml",
                         help="format of the live run's bulk manifest (the file source parses JSON ~25x faster)")
     args = parser.parse_args()
@@ -457,10 +544,12 @@ def main() -> int:
             if f.get("error"):
                 print(f"{'':>9} data plane failed: {f['error']}", flush=True)
     if not args.skip_live:
-        f = live(args.live_size, args.trials, args.manifest)
+        f = live(args.live_size, args.trials, args.manifest, args.source, args.settle)
         objects = 1 + 5 * args.live_size
-        print(f"\nlive controller with {f['ingresses']} Ingresses ({objects} objects, {args.manifest} manifest folder):")
-        print(f"  cold start to ready          {f['ready_s']:8.2f} s (full sync {f['full_sync_s']:.2f} s)")
+        where = "the fake API server" if args.source == "api" else f"a {args.manifest} manifest folder"
+        print(f"\nlive controller with {f['ingresses']} Ingresses ({objects} objects from {where}; "
+              f"seeded in {f['seed_s']:.1f} s):")
+        print(f"  cold start to ready          {f['ready_s']:8.2f} s (the last sync before it took {f['full_sync_s']:.2f} s)")
         print(f"  memory RSS when ready        {f['rss_ready_mb']:8.0f} MB (peak so far {f['peak_ready_mb']:.0f} MB)")
         print(f"  memory RSS at the end        {f['rss_end_mb']:8.0f} MB (peak {f['peak_rss_mb']:.0f} MB)")
         print(f"    for reference: a process with the controller's imports only {imports_rss_mb():.0f} MB RSS;")
