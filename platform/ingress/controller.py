@@ -5,8 +5,13 @@ kinds of work, each served by its own ``BoundedFrequencyRunner``:
 
 * **full sync** (``sync``): anything but endpoints changed (an Ingress's
   spec or annotations, an IngressClass, a referenced Service or Secret, the
-  ConfigMap; not an Ingress's status, which we write ourselves). It reads the
-  whole state of the stores into one ``Snapshot``, translates it, and hands
+  ConfigMap; not an Ingress's status, which we write ourselves). Handlers
+  record what changed (``incremental.Changes``); the sync translates the
+  neighbourhood of those changes and splices it into the last configuration
+  (``incremental``: equal to a translation of everything), or, when the
+  changes reach beyond a neighbourhood (and on the first sync and the
+  periodic resync), reads the whole state of the stores into one
+  ``Snapshot`` and translates it. It hands
   the ``Configuration`` to ``DataPlane.apply``, which pushes routes, backends
   and certificates to Lua and reloads nginx only when global settings
   changed. Full syncs are at least ``route_interval`` (10 ms) apart, so a
@@ -35,7 +40,7 @@ is translating is patched into that sync's result before it is applied
 (``_slice_generation``).
 
 A full sync reads as its steps: wait for the caches (first sync only) →
-snapshot → translate → apply → record (only after apply succeeded) → tell
+translate (what changed, or a snapshot of everything) → apply → record (only after apply succeeded) → tell
 (Events for new problems, "Sync" for changed Ingresses, status update).
 A failed apply raises, so the runner retries after ``retry_interval``.
 """
