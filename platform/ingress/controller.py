@@ -770,5 +770,8 @@ class Controller:
         self.recorder.event(obj, "Warning", problem.reason, problem.message)
 
 
+_ENDPOINTS = operator.attrgetter("endpoints")
+
+
 def _endpoint_count(config: Configuration) -> int:
-    return sum(len(b.endpoints) for b in config.backends)
+    return sum(map(len, map(_ENDPOINTS, config.backends)))  # in C: 20,000 backends per sync

@@ -268,6 +268,7 @@ class RouteTable:
         # Per shard: its (name, entry) pairs and payload, reused while the same.
         self._shards: list[tuple[tuple, dict[str, Any]] | None] = [None] * SHARDS
         self._meta: tuple[tuple, dict[str, Any]] | None = None
+        self._shard_numbers: dict[str, int] = {}  # host name -> shard_of(name)
 
     def payload(self, config: Configuration) -> dict[str, Any]:
         """The whole table of ``config`` in one (docs/architecture.md). Callers must not modify it."""
@@ -285,8 +286,14 @@ class RouteTable:
         time, so it is encoded once (render) and not pushed again (decide)."""
         table = self._table(config)
         grouped: list[list[tuple[str, dict, dict]]] = [[] for _ in range(SHARDS)]
+        shards = self._shard_numbers
+        if len(shards) > 2 * len(table.hosts) + 1024:
+            shards = self._shard_numbers = {}  # bounded: names no longer served go
         for name, (entry, used) in table.hosts.items():
-            grouped[shard_of(name)].append((name, entry, used))
+            shard = shards.get(name)
+            if shard is None:
+                shard = shards[name] = shard_of(name)  # a crc32 per name once, not per route change
+            grouped[shard].append((name, entry, used))
         out = []
         with self._lock:
             meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()))
