@@ -10,7 +10,10 @@ Offline, per size (one process, real nginx for the nginx figures):
 
 * snapshot + translation (``translate.build``), the route table
   (``render.dynamic_sections``: what a route change encodes); both again
-  with one more Ingress ("+1": what a sync after a new Ingress costs);
+  with one more Ingress ("+1": what a full build after a new Ingress costs);
+* "+1 sync": the translation step of the controller's sync after one new
+  Ingress (the incremental path: its neighbourhood translated and spliced),
+  the real ``Controller`` on informers fed in-process;
 * nginx.conf: its size (the same at every size: routes are data), ``nginx -t``;
 * start through ``DataPlane.apply``; one more Ingress through it (a push,
   no reload); a reload for a global setting (keepalive_timeout).
@@ -153,10 +156,11 @@ def offline(n: int) -> dict:
     start = time.perf_counter()
     sections = {sec.name: sec for sec in dynamic_sections(translation.configuration, caches)}
     figures["routes_s"] = time.perf_counter() - start
-    figures["routes_mb"] = len(sections["routes"].body) / 1e6
+    figures["routes_mb"] = sum(len(sec.body) for name, sec in sections.items() if name.startswith("routes")) / 1e6
     start = time.perf_counter()
     dynamic_sections(bigger.configuration, caches)
     figures["reroutes_s"] = time.perf_counter() - start
+    figures["sync_translate_s"], figures["sync_render_s"] = incremental_sync(n)
     harness = DataPlaneHarness()
     harness.nginx.timeouts = NGINX_TIMEOUTS
     try:
@@ -191,6 +195,47 @@ def offline(n: int) -> dict:
     finally:
         harness.close()
     return figures
+
+
+def incremental_sync(n: int, changes: int = 5) -> tuple[float, float]:
+    """(translation, render) seconds of the controller's sync after one new
+    Ingress, median over ``changes``: the real ``Controller`` (handlers,
+    indexes, the incremental translation) on informers fed in-process, its
+    data plane replaced by ``render.dynamic_sections`` (what a push encodes)."""
+    from platformd.common.informer import InformerFactory
+    from platformd.ingress.caches import Caches
+    from platformd.ingress.controller import Controller, ControllerOptions
+    from platformd.ingress.dataplane import ApplyResult
+    from platformd.ingress.render import dynamic_sections
+    from tests.common.memsource import MemorySource
+
+    caches, rendering = Caches(), []
+
+    class Plane:
+        running = None
+
+        def submit(self, config):
+            start = time.perf_counter()
+            dynamic_sections(config, caches)
+            rendering.append(time.perf_counter() - start)
+            return lambda superseded=None: ApplyResult("dynamic")
+
+    controller = Controller(InformerFactory(MemorySource()), Plane(), ControllerOptions(), caches=caches)
+    ingresses, services, slices = cluster(n)
+    controller.classes._dispatcher.add(CLASS)  # the informers' sinks, as a list or watch feeds them
+    for obj in (*services.values(), *(s for group in slices.values() for s in group)):
+        (controller.services if obj["kind"] == "Service" else controller.slices)._dispatcher.add(obj)
+    for obj in ingresses:
+        controller.ingresses._dispatcher.add(obj)
+    controller.sync()
+    totals = []
+    for k in range(changes):
+        controller.ingresses._dispatcher.add(ingress(n + 1 + k, host=f"new{k}.bench.example", services=("s0-a", "s0-b")))
+        start = time.perf_counter()
+        controller.sync()
+        totals.append(time.perf_counter() - start)
+    render = statistics.median(rendering[1:])
+    return statistics.median(totals) - render, render
 
 
 # --- live -------------------------------------------------------------------------------
@@ -528,8 +573,9 @@ def main() -> int:
                         help="format of the live run's bulk manifest (the file source parses JSON ~25x faster)")
     args = parser.parse_args()
     if not args.skip_offline:
-        print(f"{'ingresses':>9} {'build s':>8} {'routes s':>8} {'+1 build':>8} {'+1 rout.':>8} {'routesMB':>8} "
-              f"{'conf KB':>8} {'nginx -t s':>10} {'start s':>8} {'+1 push s':>9} {'reload s':>8}", flush=True)
+        print(f"{'ingresses':>9} {'build s':>8} {'routes s':>8} {'+1 build':>8} {'+1 rout.':>8} {'+1 sync':>8} "
+              f"{'routesMB':>8} {'conf KB':>8} {'nginx -t s':>10} {'start s':>8} {'+1 push s':>9} {'reload s':>8}",
+              flush=True)
         for n in (int(s) for s in args.sizes.split(",") if s):
             # Each size in a process of its own: sizes would otherwise share
             # caches and the garbage collector's state, and a size's figures
@@ -538,7 +584,7 @@ def main() -> int:
                                  check=True, stdout=subprocess.PIPE, text=True)
             f = json.loads(run.stdout.strip().splitlines()[-1])
             print(f"{f['ingresses']:>9} {f['build_s']:>8.2f} {f['routes_s']:>8.2f} {f['rebuild_s']:>8.2f} "
-                  f"{f['reroutes_s']:>8.2f} {f['routes_mb']:>8.1f} {f['conf_kb']:>8.1f} "
+                  f"{f['reroutes_s']:>8.2f} {f['sync_translate_s']:>8.3f} {f['routes_mb']:>8.1f} {f['conf_kb']:>8.1f} "
                   f"{f['nginx_t_s']:>10.2f} {_cell(f['start_s'])} {_cell(f['push_s']):>9} {_cell(f['reload_s'])}",
                   flush=True)
             if f.get("error"):
