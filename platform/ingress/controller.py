@@ -374,10 +374,8 @@ class Controller:
         self._full.run()
 
     def _on_ingress(self, old: dict | None, new: dict | None) -> None:
-        if self._translation is not None:  # before the first sync: it translates everything anyway
-            with self._dirty_lock:
-                self._changes.ingress(old)
-                self._changes.ingress(new)
+        with self._dirty_lock:
+            self._changes.ingress(old, new)
         self._full.run()
 
     def _on_service(self, obj: dict) -> None:

@@ -6,8 +6,8 @@ Ingresses to find that out (about 0.15 s at 10,000, most of a route change's
 latency). Here the controller instead:
 
 1. records what changed (``Changes``): each changed Ingress's key, and the
-   hosts, Services and TLS Secrets of its old and new versions
-   (``refs``); a changed Service or Secret by key;
+   hosts, Services and TLS Secrets of its old version (``refs``; the new
+   one is read from the store); a changed Service or Secret by key;
 2. finds the ``Neighbourhood``: the closure of those over shared hosts (rule
    and TLS hosts), Services and TLS Secrets, through the Ingress store's
    indexes (``Related``), so every Ingress whose translation could read a
@@ -92,12 +92,17 @@ class Changes:
     def __bool__(self) -> bool:
         return bool(self.everything or self.ingresses or self.hosts or self.services or self.secrets)
 
-    def ingress(self, obj: Mapping | None) -> None:
-        """Record a version (old or new) of a changed Ingress."""
-        if obj is None:
+    def ingress(self, old: Mapping | None, new: Mapping | None) -> None:
+        """Record a change of an Ingress (``old``/``new``: None when added/deleted).
+
+        The new version needs no more than its key: ``neighbourhood`` reads
+        the current object from the store. The old one's hosts, Services
+        and Secrets are recorded now: they may be gone from the store, and
+        their servers and backends must be rebuilt."""
+        self.ingresses.add(key_of(new if new is not None else old))
+        if old is None:
             return
-        self.ingresses.add(key_of(obj))
-        found = refs(obj)
+        found = refs(old)
         if found is None:
             self.everything = True
             return

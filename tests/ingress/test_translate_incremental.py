@@ -396,7 +396,7 @@ def test_neighbourhood_of_a_plain_change_is_its_host_and_services():
     stores = {incremental.HOST: {"new.example": [ing], "other.example": [other]},
               incremental.SERVICE: {"default/s-new": [ing], "default/s-other": [other]}}
     changes = incremental.Changes()
-    changes.ingress(ing)
+    changes.ingress(None, ing)
     hood = incremental.neighbourhood(changes, {"default/new": ing}.get,
                                      lambda kind, value: stores.get(kind, {}).get(value, []), TranslateOptions())
     assert hood is not None and set(hood.ingresses) == {"default/new"}
@@ -413,6 +413,10 @@ def test_an_ingress_reaching_beyond_its_hosts_is_translated_with_everything(chan
     obj = {"metadata": {"name": "x", "namespace": "default", **change.get("metadata", {})},
            "spec": change.get("spec", {"rules": [{"host": "a.example"}]})}
     changes = incremental.Changes()
-    changes.ingress(obj)
+    changes.ingress(obj, None)  # deleted: its hosts are gone from the store
     assert changes.everything
     assert incremental.neighbourhood(changes, lambda key: None, lambda kind, value: [], TranslateOptions()) is None
+    changes = incremental.Changes()
+    changes.ingress(None, obj)  # added: found crossing in the store
+    assert incremental.neighbourhood(changes, {"default/x": obj}.get, lambda kind, value: [],
+                                     TranslateOptions()) is None
