@@ -270,6 +270,12 @@ class RouteTable:
         self._meta: tuple[tuple, dict[str, Any]] | None = None
         self._shard_numbers: dict[str, int] = {}  # host name -> shard_of(name)
         self._recent_hosts: dict[str, tuple[dict, dict]] | None = None  # the hosts of _recent[0]
+        # (hosts before, hosts after, names that changed) of the last build when
+        # it patched the one before (``_patched``), else None; and the hosts
+        # and per-shard member lists of the last ``sections``: a route change
+        # regroups the shards of the names it changed, not 10,000 names.
+        self._delta: tuple[dict, dict, tuple[str, ...]] | None = None
+        self._grouped: tuple[dict, list] | None = None
 
     def payload(self, config: Configuration) -> dict[str, Any]:
         """The whole table of ``config`` in one (docs/architecture.md). Callers must not modify it."""
@@ -286,15 +292,17 @@ class RouteTable:
         A shard whose hosts are the same entries is the same object as last
         time, so it is encoded once (render) and not pushed again (decide)."""
         table = self._table(config)
-        grouped: list[list[tuple[str, dict, dict]]] = [[] for _ in range(SHARDS)]
-        shards = self._shard_numbers
-        if len(shards) > 2 * len(table.hosts) + 1024:
-            shards = self._shard_numbers = {}  # bounded: names no longer served go
-        for name, (entry, used) in table.hosts.items():
-            shard = shards.get(name)
-            if shard is None:
-                shard = shards[name] = shard_of(name)  # a crc32 per name once, not per route change
-            grouped[shard].append((name, entry, used))
+        with self._lock:
+            last_grouped, delta = self._grouped, self._delta
+        if last_grouped is not None and last_grouped[0] is table.hosts:
+            grouped = last_grouped[1]  # the same table: every shard as it was
+        elif last_grouped is not None and delta is not None and delta[0] is last_grouped[0] \
+                and delta[1] is table.hosts:
+            grouped = self._regrouped(last_grouped[1], table.hosts, delta[2])
+        else:
+            grouped = [[] for _ in range(SHARDS)]
+            for name, (entry, used) in table.hosts.items():
+                grouped[self._shard(name)].append((name, entry, used))
         out = []
         with self._lock:
             meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()))
@@ -304,8 +312,13 @@ class RouteTable:
                                          "shards": SHARDS}, table.default)
             out.append(self._meta[1])
             for index, members in enumerate(grouped):
-                key = tuple((name, id(entry)) for name, entry, _ in members)
                 last = self._shards[index]
+                if last is not None and last[2] is members:
+                    out.append(last[1])  # a shard no change touched
+                    continue
+                key = tuple((name, id(entry)) for name, entry, _ in members)
+                if last is not None and last[0] == key:
+                    last = self._shards[index] = (*last[:2], members)  # same entries: same payload
                 if last is None or last[0] != key:
                     policies: dict[str, dict] = {}
                     for _, _, used in members:
@@ -313,7 +326,31 @@ class RouteTable:
                     last = self._shards[index] = (key, {"hosts": {name: entry for name, entry, _ in members},
                                                         "policies": policies}, members)
                 out.append(last[1])
+            self._grouped = (table.hosts, grouped)
         return tuple(out)
+
+    def _shard(self, name: str) -> int:
+        shards = self._shard_numbers
+        shard = shards.get(name)
+        if shard is None:
+            if len(shards) > 4 * len(self._recent_hosts or ()) + 1024:
+                shards.clear()  # bounded: names no longer served go
+            shard = shards[name] = shard_of(name)  # a crc32 per name once, not per route change
+        return shard
+
+    def _regrouped(self, grouped: list, hosts: dict, changed: tuple[str, ...]) -> list:
+        """``grouped`` (each shard's members) after the hosts named ``changed`` changed;
+        the member lists of other shards are the same objects."""
+        grouped = list(grouped)
+        names = dict.fromkeys(changed)
+        touched: dict[int, list[str]] = {}
+        for name in names:
+            touched.setdefault(self._shard(name), []).append(name)
+        for index, its_names in touched.items():
+            members = [m for m in grouped[index] if m[0] not in names]
+            members += [(name, *hosts[name]) for name in its_names if name in hosts]
+            grouped[index] = members
+        return grouped
 
     def _table(self, config: Configuration) -> "_Table":
         inputs = (config.servers, config.default_server_locations, config.default_backend, config.settings)
@@ -333,16 +370,16 @@ class RouteTable:
             if (policies is None or len(policies.by_key) > _POLICY_LIMIT
                     or not (self._settings is settings or self._settings == settings)):
                 recent, policies = (), _Policies(settings)
+        hosts = used = changed = None
         if recent and last_hosts is not None:
-            hosts, used = _patched(recent, last_hosts, config.servers, policies)
-        else:
-            hosts, used = None, None
+            hosts, used, changed = _patched(recent, last_hosts, config.servers, policies)
         if hosts is None:
             hosts, used = _walked(recent, config.servers, policies)
         default, default_policies = _default_entry(config, policies)
         with self._lock:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
             self._recent_hosts = hosts
+            self._delta = (last_hosts, hosts, changed) if changed is not None else None
         return _Table(hosts, default, default_policies, hsts_value(settings),
                       {"code": settings.tls.redirect_code, "port": settings.listen.https_port})
 
@@ -357,8 +394,8 @@ def _entry_of(server: Server, caches: Iterable[dict[int, tuple]], policies: "_Po
 
 
 def _patched(recent: tuple, last_hosts: dict, servers: tuple, policies: "_Policies") -> tuple:
-    """(hosts, used) of ``servers`` made from the last build's by the servers
-    that changed (by identity), or (None, None) when many did. A route change
+    """(hosts, used, names that changed) of ``servers`` made from the last
+    build's by the servers that changed (by identity), or Nones when many did. A route change
     replaces a few of 10,000 Server objects; walking them all was most of the
     table's cost per change (~10 ms). Equal to ``_walked`` but for the order
     of ``hosts``, which means nothing (shards are keyed by their members)."""
@@ -367,16 +404,18 @@ def _patched(recent: tuple, last_hosts: dict, servers: tuple, policies: "_Polici
     added = now.keys() - last_used.keys()
     removed = last_used.keys() - now.keys()
     if len(now) != len(servers) or 4 * (len(added) + len(removed)) > len(servers):
-        return None, None
-    hosts, used = dict(last_hosts), dict(last_used)
+        return None, None, None
+    hosts, used, changed = dict(last_hosts), dict(last_used), []
     for key in removed:
         for name in used.pop(key)[0].names:
             hosts.pop(name, None)
+            changed.append(name)
     for key in added:
         hit = used[key] = _entry_of(now[key], recent[1:], policies)
         for name in hit[0].names:
             hosts[name] = (hit[1], hit[2])
-    return hosts, used
+            changed.append(name)
+    return hosts, used, tuple(changed)
 
 
 def _walked(recent: tuple, servers: tuple, policies: "_Policies") -> tuple:
