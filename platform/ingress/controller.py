@@ -282,6 +282,7 @@ class Controller:
         # What changed since the last full sync took its changes (incremental);
         # empty (a resync, a retry, ``trigger``) or ``everything``: a full build.
         self._changes = incremental.Changes()
+        self._reapply = False  # ``trigger``: apply the last configuration again
         self._last_full = float("-inf")  # clock time of the last full translation (sync thread only)
         self._state = SyncState()
         self._reported: frozenset[Problem] = frozenset()
@@ -328,6 +329,8 @@ class Controller:
     def trigger(self) -> None:
         """Ask for the current configuration to be applied again soon (nginx
         restarted, Gateway routes to merge): translates nothing by itself."""
+        with self._dirty_lock:
+            self._reapply = True
         self._full.run()
 
     def snapshot_of(self, ingresses: Iterable[dict]) -> Snapshot:
@@ -430,7 +433,8 @@ class Controller:
         with self._dirty_lock:
             generation = self._slice_generation
             changes, self._changes = self._changes, incremental.Changes()
-        translation, changed, how = self._translate(changes)
+            reapply, self._reapply = self._reapply, False
+        translation, changed, how = self._translate(changes, reapply)
         config = self._localize(translation.configuration)
         with self._model_lock:
             with self._dirty_lock:
@@ -468,20 +472,25 @@ class Controller:
         if self._on_synced is not None:
             self._on_synced(translation)
 
-    def _translate(self, changes: incremental.Changes) -> tuple[Translation, frozenset[str] | None, str]:
+    def _translate(self, changes: incremental.Changes,
+                   reapply: bool) -> tuple[Translation, frozenset[str] | None, str]:
         """(translation, the Ingresses that may have changed (None: any), how it was made).
 
         Full: the first sync, ``changes.everything``, the periodic resync
         (``resync_interval`` after the last full one: repairs whatever a
-        missed event left), or changes beyond a neighbourhood. Nothing
-        recorded (``trigger``: nginx restarted, Gateway routes changed): the
-        last configuration again. Else the neighbourhood (incremental)."""
+        missed event left), a run with nothing recorded (the runner's
+        periodic call, or a handler that only asked for a sync), or changes
+        beyond a neighbourhood. Only ``trigger`` (nginx restarted, Gateway
+        routes changed) and nothing recorded: the last configuration again.
+        Else the neighbourhood (incremental)."""
         now = self.clock.monotonic()
         why = ("first sync" if self._translation is None else "everything" if changes.everything
                else "resync" if now - self._last_full >= self.options.resync_interval else None)
         if why is None and not changes:
-            with self._model_lock:
-                return replace(self._translation, configuration=self._model), frozenset(), "no (nothing changed)"
+            if reapply:
+                with self._model_lock:
+                    return replace(self._translation, configuration=self._model), frozenset(), "no (re-applied)"
+            why = "nothing recorded"
         if why is None:
             hood = self._neighbourhood(changes)
             translation = self._translate_changed(hood) if hood is not None else None
