@@ -10,7 +10,10 @@ Offline, per size (one process, real nginx for the nginx figures):
 
 * snapshot + translation (``translate.build``), the route table
   (``render.dynamic_sections``: what a route change encodes); both again
-  with one more Ingress ("+1": what a sync after a new Ingress costs);
+  with one more Ingress ("+1": what a full build after a new Ingress costs);
+* "+1 sync": the translation step of the controller's sync after one new
+  Ingress (the incremental path: its neighbourhood translated and spliced),
+  the real ``Controller`` on informers fed in-process;
 * nginx.conf: its size (the same at every size: routes are data), ``nginx -t``;
 * start through ``DataPlane.apply``; one more Ingress through it (a push,
   no reload); a reload for a global setting (keepalive_timeout).
@@ -26,8 +29,11 @@ a manifest folder, with its own nginx; backends on 127.0.0.1):
   reached during the cold start (parsing, first translation and render);
 * EndpointSlice change → first request answered by the new endpoint
   (p50/p99 over ``--trials`` changes);
-* new Ingress → first request served on its host (p50/p99 over
-  ``--trials``), and the reload count across them (0).
+* route changes → first request served (p50/p99 over ``--trials`` each):
+  a new Ingress (new host), then on each new Ingress a new path and an
+  annotation change (``permanent-redirect``); the p99 over all three kinds,
+  and the reload count across them (0). ``BENCH_PROFILE=dir`` writes a
+  cProfile of each full sync of the controller after the first.
 
 Two reference figures put the memory in proportion: the RSS of a process
 that has only imported what the controller imports (the interpreter and
@@ -37,13 +43,23 @@ floor for a process that keeps the objects in the usual form. The controller
 keeps them interned (file and API sources intern strings as they parse),
 which is below that floor.
 
-The live controller reads a folder (``--source``) rather than the fake API
-server, whose validation makes loading 50,000 objects take hours. The folder
-is polled every 20 ms instead of the default 500 ms, so the latencies are
-the controller's and nginx's, not the poll period's; nothing else is
-changed. The file source serves the objects the informers store (one copy),
-plus per object its id, owner and a history entry (about 15 MB at 50,000
-objects): that much of the figure is the file source's, not the controller's.
+``--source files`` (default): the live controller reads a folder, the
+bulk of it one manifest (``--manifest yaml``, or ``json``: one JSON List,
+which the file source parses ~25 times faster). The folder is polled every
+20 ms instead of the default 500 ms, so the latencies are the controller's
+and nginx's, not the poll period's (half of it, 10 ms, on average is in
+every change figure); nothing else is changed. The file source serves the
+objects the informers store (one copy), plus per object its id, owner and a
+history entry (about 15 MB at 50,000 objects): that much of the memory
+figure is the file source's, not the controller's.
+
+``--source api``: the production path. The objects are seeded into the
+project's fake API server (in this process; see ``_ApiServer`` for the two
+shortcuts seeding takes) and the controller lists and watches it over HTTP
+with the ``kubernetes`` client's configuration. Its first sync also sends
+one "Sync" Event per Ingress (as ingress-nginx does), 10,000 POSTs over
+several seconds that compete with the change trials unless ``--settle``
+waits them out.
 
 Targets at 10,000 (issue #10): route change → first request p99 < 100 ms
 with 0 reloads, cold start < 5 s, nginx.conf constant, ``nginx -t`` < 0.5 s,
@@ -150,10 +166,11 @@ def offline(n: int) -> dict:
     start = time.perf_counter()
     sections = {sec.name: sec for sec in dynamic_sections(translation.configuration, caches)}
     figures["routes_s"] = time.perf_counter() - start
-    figures["routes_mb"] = len(sections["routes"].body) / 1e6
+    figures["routes_mb"] = sum(len(sec.body) for name, sec in sections.items() if name.startswith("routes")) / 1e6
     start = time.perf_counter()
     dynamic_sections(bigger.configuration, caches)
     figures["reroutes_s"] = time.perf_counter() - start
+    figures["sync_translate_s"], figures["sync_render_s"] = incremental_sync(n)
     harness = DataPlaneHarness()
     harness.nginx.timeouts = NGINX_TIMEOUTS
     try:
@@ -188,6 +205,47 @@ def offline(n: int) -> dict:
     finally:
         harness.close()
     return figures
+
+
+def incremental_sync(n: int, changes: int = 5) -> tuple[float, float]:
+    """(translation, render) seconds of the controller's sync after one new
+    Ingress, median over ``changes``: the real ``Controller`` (handlers,
+    indexes, the incremental translation) on informers fed in-process, its
+    data plane replaced by ``render.dynamic_sections`` (what a push encodes)."""
+    from platformd.common.informer import InformerFactory
+    from platformd.ingress.caches import Caches
+    from platformd.ingress.controller import Controller, ControllerOptions
+    from platformd.ingress.dataplane import ApplyResult
+    from platformd.ingress.render import dynamic_sections
+    from tests.common.memsource import MemorySource
+
+    caches, rendering = Caches(), []
+
+    class Plane:
+        running = None
+
+        def submit(self, config):
+            start = time.perf_counter()
+            dynamic_sections(config, caches)
+            rendering.append(time.perf_counter() - start)
+            return lambda superseded=None: ApplyResult("dynamic")
+
+    controller = Controller(InformerFactory(MemorySource()), Plane(), ControllerOptions(), caches=caches)
+    ingresses, services, slices = cluster(n)
+    controller.classes._dispatcher.add(CLASS)  # the informers' sinks, as a list or watch feeds them
+    for obj in (*services.values(), *(s for group in slices.values() for s in group)):
+        (controller.services if obj["kind"] == "Service" else controller.slices)._dispatcher.add(obj)
+    for obj in ingresses:
+        controller.ingresses._dispatcher.add(obj)
+    controller.sync()
+    totals = []
+    for k in range(changes):
+        controller.ingresses._dispatcher.add(ingress(n + 1 + k, host=f"new{k}.bench.example", services=("s0-a", "s0-b")))
+        start = time.perf_counter()
+        controller.sync()
+        totals.append(time.perf_counter() - start)
+    render = statistics.median(rendering[1:])
+    return statistics.median(totals) - render, render
 
 
 # --- live -------------------------------------------------------------------------------
@@ -258,32 +316,119 @@ def imports_rss_mb() -> float:
     return float(out.stdout.strip())
 
 
-def live(n: int, trials: int) -> dict:
+class _Folder:
+    """The live run's objects as a manifest folder (``--source``)."""
+
+    def __init__(self, directory: Path, manifest: str) -> None:
+        self.directory, self.manifest = directory, manifest
+        directory.mkdir()
+
+    def seed(self, objects: list[dict]) -> None:
+        if self.manifest == "json":
+            # One JSON object (a List): the file source's JSON path.
+            tmp = self.directory / ".bulk.tmp"
+            tmp.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+            os.replace(tmp, self.directory / "bulk.json")
+        else:
+            _dump(self.directory / "bulk.yaml", objects)
+
+    def put(self, name: str, docs: list[dict]) -> None:
+        """Create or replace the objects of one file."""
+        _dump(self.directory / f"{name}.yaml", docs)
+
+    def args(self) -> list[str]:
+        return ["--source", str(self.directory)]
+
+    def close(self) -> None:
+        pass
+
+
+class _ApiServer:
+    """The live run's objects in the project's fake API server (``--kubeconfig``):
+    the production path, the real ``kubernetes`` client's configuration and
+    our list/watch over HTTP. Two things differ from a real server: seeding
+    skips reading all Services per Service create to allocate a cluster IP
+    (quadratic: hours at 20,000; each Service is given its cluster IP), and
+    EndpointSlices may hold 127.0.0.1, where the backends listen. Everything
+    the controller sees goes through the server as usual."""
+
+    def __init__(self, directory: Path) -> None:
+        from tests.fakeapi import FakeApiServer
+        from tests.fakeapi import defaults, registry
+
+        plain = registry.Registry._default
+
+        def _default(self, rt, obj) -> None:
+            if rt.plural == "services" and (obj.get("spec") or {}).get("clusterIP"):
+                defaults.apply_defaults(rt, obj, [])  # nothing to allocate
+            else:
+                plain(self, rt, obj)
+
+        registry.Registry._default = _default
+        # The backends listen on 127.0.0.1 (tests send traffic to loopback
+        # only), which a real API server refuses in an EndpointSlice.
+        from tests.fakeapi import validation
+        plain_address = validation._endpoint_address_errors
+        validation._endpoint_address_errors = lambda field, address, kind: (
+            [] if str(address).startswith("127.") else plain_address(field, address, kind))
+        self.api = FakeApiServer(history_limit=10_000).start()
+        self.kubeconfig = directory / "kubeconfig"
+        self.api.write_kubeconfig(self.kubeconfig)
+        self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        self._ips = 0
+
+    def _create(self, obj: dict) -> None:
+        if obj["kind"] == "Service":
+            self._ips += 1
+            obj = {**obj, "spec": {**obj["spec"], "clusterIP": f"10.100.{self._ips >> 8}.{self._ips & 255}"}}
+        self.api.create(obj)
+
+    def seed(self, objects: list[dict]) -> None:
+        for obj in objects:
+            self._create(obj)
+
+    def put(self, name: str, docs: list[dict]) -> None:
+        for obj in docs:
+            meta = obj["metadata"]
+            if self.api.get(obj["kind"], meta.get("namespace"), meta["name"]) is None:
+                self._create(obj)
+            else:
+                self.api.update(obj)
+
+    def args(self) -> list[str]:
+        return ["--kubeconfig", str(self.kubeconfig)]
+
+    def close(self) -> None:
+        self.api.stop()
+
+
+def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files", settle: float = 0.0) -> dict:
     from tests.helpers.backends import HttpBackend, free_port
 
     work = Path(tempfile.mkdtemp(prefix="pdbench-"))
-    source, state = work / "manifests", work / "state"
-    source.mkdir()
+    state = work / "state"
     a, b = HttpBackend("A"), HttpBackend("B")
     http_port, https_port, healthz = free_port(), free_port(), free_port()
     figures: dict = {"ingresses": n}
     child = None
+    objects = _ApiServer(work) if source_kind == "api" else _Folder(work / "manifests", manifest)
     try:
         ingresses, services, slices = cluster(n)
         moving = f"{NAMESPACE}/s0-a"
         static = [CLASS, *ingresses, *services.values(),
                   *(s for key, group in slices.items() if key != moving for s in group)]
-        _dump(source / "bulk.yaml", static)
+        start = time.perf_counter()
+        objects.seed(static)
+        figures["seed_s"] = time.perf_counter() - start
         del ingresses, services, slices, static
-        change = source / "change.yaml"
-        _dump(change, [endpoint_slice("s0-a", [(a.address, a.port)])])
+        objects.put("change", [endpoint_slice("s0-a", [(a.address, a.port)])])
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         if os.environ.get("BENCH_DEBUG"):
             env["PLATFORM_LOG_LEVEL"] = "DEBUG"
             print(f"controller log: {work / 'log'}", flush=True)
         start = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, __file__, "--child", "--source", str(source), "--state-dir", str(state),
+            [sys.executable, __file__, "--child", *objects.args(), "--state-dir", str(state),
              "--http-port", str(http_port), "--https-port", str(https_port), "--healthz-host", "127.0.0.1",
              "--healthz-port", str(healthz)], env=env, stdout=subprocess.DEVNULL, stderr=open(work / "log", "w"))
         host = "h0.bench.example"
@@ -294,15 +439,15 @@ def live(n: int, trials: int) -> dict:
                 raise RuntimeError("controller not ready within 30 minutes")
             time.sleep(0.2)
         figures["ready_s"] = time.perf_counter() - start
-        import json
         figures["full_sync_s"] = json.loads(_get(healthz, "x", "/status")[1])["last_sync_duration_seconds"]
         figures["rss_ready_mb"], figures["peak_ready_mb"] = _memory(child.pid)
         assert _get(http_port, host)[1] == "A", _get(http_port, host)
+        time.sleep(settle)  # e.g. past the startup "Sync" Events (one per Ingress) to the API server
         latencies = []
         for trial in range(trials):
             target = b if trial % 2 == 0 else a
             start = time.perf_counter()
-            _dump(change, [endpoint_slice("s0-a", [(target.address, target.port)])])
+            objects.put("change", [endpoint_slice("s0-a", [(target.address, target.port)])])
             while _get(http_port, host)[1] != target.name:
                 if time.perf_counter() - start > 60:
                     raise RuntimeError("endpoint change not served within 60 s")
@@ -318,7 +463,7 @@ def live(n: int, trials: int) -> dict:
             time.sleep(0.2)
             host_new = f"new{trial}.bench.example"
             start = time.perf_counter()
-            _dump(source / f"new-{trial}.yaml", [ingress(n + 1 + trial, host=host_new, services=("s0-a", "s0-b"))])
+            objects.put(f"new-{trial}", [ingress(n + 1 + trial, host=host_new, services=("s0-a", "s0-b"))])
             while _get(http_port, host_new)[0] != 200:
                 if time.perf_counter() - start > 600:
                     raise RuntimeError("new Ingress not served within 600 s")
@@ -328,6 +473,34 @@ def live(n: int, trials: int) -> dict:
         figures["new_ingress_p99_s"] = _percentile(new_ingress, 0.99)
         figures["new_ingress_max_s"] = max(new_ingress)
         figures["new_ingress_each_s"] = [round(t, 3) for t in new_ingress]
+        # The other route changes, on the Ingresses just added (each in a file
+        # of its own): a new path (Exact /p to a Service without endpoints:
+        # served once it answers 503 where "/" answered 200) and an annotation
+        # (permanent-redirect: served once "/" answers 301).
+        changes: dict[str, list[float]] = {"new_path": [], "annotation": []}
+        for trial in range(trials):
+            host_new = f"new{trial}.bench.example"
+            for kind, path, status in (("new_path", "/p", 503), ("annotation", "/", 301)):
+                time.sleep(0.2)
+                obj = ingress(n + 1 + trial, host=host_new, services=("s0-a", "s0-b"))
+                paths = obj["spec"]["rules"][0]["http"]["paths"]
+                paths.append({"path": "/p", "pathType": "Exact",
+                              "backend": {"service": {"name": "absent", "port": {"number": 80}}}})
+                if kind == "annotation":
+                    obj["metadata"]["annotations"] = {
+                        "nginx.ingress.kubernetes.io/permanent-redirect": f"https://moved.example/{trial}"}
+                start = time.perf_counter()
+                objects.put(f"new-{trial}", [obj])
+                while _get(http_port, host_new, path)[0] != status:
+                    if time.perf_counter() - start > 600:
+                        raise RuntimeError(f"{kind} change not served within 600 s")
+                    time.sleep(0.005)
+                changes[kind].append(time.perf_counter() - start)
+        for kind, values in changes.items():
+            figures[f"{kind}_p50_s"] = statistics.median(values)
+            figures[f"{kind}_p99_s"] = _percentile(values, 0.99)
+        every = new_ingress + changes["new_path"] + changes["annotation"]
+        figures["route_change_p99_s"] = _percentile(every, 0.99)
         figures["reloads_during"] = json.loads(_get(healthz, "x", "/status")[1])["reload_count"] - reloads
         figures["rss_end_mb"], figures["peak_rss_mb"] = _memory(child.pid)
     finally:
@@ -341,6 +514,7 @@ def live(n: int, trials: int) -> dict:
             _stop_nginx(state)
         a.stop()
         b.stop()
+        objects.close()
         if not os.environ.get("BENCH_DEBUG"):
             shutil.rmtree(work, ignore_errors=True)
     return figures
@@ -358,7 +532,31 @@ def child_main(argv: list[str]) -> int:
     from platformd.ingress import main as ingress_main
 
     filesource.FileSource.__init__.__kwdefaults__["poll_interval"] = 0.02
+    if os.environ.get("BENCH_PROFILE"):
+        _profile_syncs(Path(os.environ["BENCH_PROFILE"]))
     return ingress_main.main(argv)
+
+
+def _profile_syncs(directory: Path) -> None:
+    """BENCH_PROFILE=dir: a cProfile of each full sync after the first, as dir/sync-N.prof."""
+    import cProfile
+
+    from platformd.ingress.controller import Controller
+
+    directory.mkdir(parents=True, exist_ok=True)
+    plain, count = Controller.sync, [0]
+
+    def profiled(self) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            return plain(self)
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(plain, self)
+        finally:
+            profile.dump_stats(directory / f"sync-{count[0]}.prof")
+
+    Controller.sync = profiled
 
 
 def _cell(value: float | None) -> str:
@@ -377,10 +575,17 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-offline", action="store_true")
+    parser.add_argument("--source", choices=("files", "api"), default="files",
+                        help="live run: a manifest folder, or the fake API server (the production path)")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds to wait after ready before the change trials")
+    parser.add_argument("--manifest", choices=("yaml", "json"), default="yaml",
+                        help="format of the live run's bulk manifest (the file source parses JSON ~25x faster)")
     args = parser.parse_args()
     if not args.skip_offline:
-        print(f"{'ingresses':>9} {'build s':>8} {'routes s':>8} {'+1 build':>8} {'+1 rout.':>8} {'routesMB':>8} "
-              f"{'conf KB':>8} {'nginx -t s':>10} {'start s':>8} {'+1 push s':>9} {'reload s':>8}", flush=True)
+        print(f"{'ingresses':>9} {'build s':>8} {'routes s':>8} {'+1 build':>8} {'+1 rout.':>8} {'+1 sync':>8} "
+              f"{'routesMB':>8} {'conf KB':>8} {'nginx -t s':>10} {'start s':>8} {'+1 push s':>9} {'reload s':>8}",
+              flush=True)
         for n in (int(s) for s in args.sizes.split(",") if s):
             # Each size in a process of its own: sizes would otherwise share
             # caches and the garbage collector's state, and a size's figures
@@ -389,16 +594,18 @@ def main() -> int:
                                  check=True, stdout=subprocess.PIPE, text=True)
             f = json.loads(run.stdout.strip().splitlines()[-1])
             print(f"{f['ingresses']:>9} {f['build_s']:>8.2f} {f['routes_s']:>8.2f} {f['rebuild_s']:>8.2f} "
-                  f"{f['reroutes_s']:>8.2f} {f['routes_mb']:>8.1f} {f['conf_kb']:>8.1f} "
+                  f"{f['reroutes_s']:>8.2f} {f['sync_translate_s']:>8.3f} {f['routes_mb']:>8.1f} {f['conf_kb']:>8.1f} "
                   f"{f['nginx_t_s']:>10.2f} {_cell(f['start_s'])} {_cell(f['push_s']):>9} {_cell(f['reload_s'])}",
                   flush=True)
             if f.get("error"):
                 print(f"{'':>9} data plane failed: {f['error']}", flush=True)
     if not args.skip_live:
-        f = live(args.live_size, args.trials)
+        f = live(args.live_size, args.trials, args.manifest, args.source, args.settle)
         objects = 1 + 5 * args.live_size
-        print(f"\nlive controller with {f['ingresses']} Ingresses ({objects} objects):")
-        print(f"  cold start to ready          {f['ready_s']:8.2f} s (full sync {f['full_sync_s']:.2f} s)")
+        where = "the fake API server" if args.source == "api" else f"a {args.manifest} manifest folder"
+        print(f"\nlive controller with {f['ingresses']} Ingresses ({objects} objects from {where}; "
+              f"seeded in {f['seed_s']:.1f} s):")
+        print(f"  cold start to ready          {f['ready_s']:8.2f} s (the last sync before it took {f['full_sync_s']:.2f} s)")
         print(f"  memory RSS when ready        {f['rss_ready_mb']:8.0f} MB (peak so far {f['peak_ready_mb']:.0f} MB)")
         print(f"  memory RSS at the end        {f['rss_end_mb']:8.0f} MB (peak {f['peak_rss_mb']:.0f} MB)")
         print(f"    for reference: a process with the controller's imports only {imports_rss_mb():.0f} MB RSS;")
@@ -408,8 +615,13 @@ def main() -> int:
         print(f"    each, in order (ms): {' '.join(map(str, f['endpoint_ms']))}")
         print(f"  new Ingress -> first request p50 {f['new_ingress_s'] * 1000:.0f} ms, p99 "
               f"{f['new_ingress_p99_s'] * 1000:.0f} ms, max {f['new_ingress_max_s'] * 1000:.0f} ms"
-              f" ({args.trials} new Ingresses; reloads meanwhile: {f['reloads_during']})")
+              f" ({args.trials} new Ingresses)")
         print(f"    each, in order (s): {' '.join(map(str, f['new_ingress_each_s']))}")
+        print(f"  new path -> first request    p50 {f['new_path_p50_s'] * 1000:.0f} ms, p99 "
+              f"{f['new_path_p99_s'] * 1000:.0f} ms; annotation change p50 {f['annotation_p50_s'] * 1000:.0f} ms, "
+              f"p99 {f['annotation_p99_s'] * 1000:.0f} ms")
+        print(f"  route change (all three kinds, {3 * args.trials}) p99 {f['route_change_p99_s'] * 1000:.0f} ms "
+              f"(reloads meanwhile: {f['reloads_during']})")
     return 0
 
 

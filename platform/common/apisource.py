@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 
 import urllib3
 from kubernetes import client as k8s_client
 
-from platformd.common import errors, gcpause, kubeclient
+from platformd.common import errors, gcpause, interning, kubeclient
 from platformd.common.reflector import ListPage, WatchEvent
 from platformd.common.resources import Resource
 
@@ -85,31 +84,9 @@ class ApiSource:
         return _WatchStream(response, path)
 
 
-_intern = sys.intern
-
-
-def _intern_values(value: dict | list) -> None:
-    """Intern, in place, every string value in decoded JSON (keys are left:
-    one ``json.loads`` call already shares them)."""
-    pairs = value.items() if type(value) is dict else enumerate(value)
-    for at, item in pairs:
-        kind = type(item)
-        if kind is str:
-            value[at] = _intern(item)  # replaces a value, never adds a key: safe while iterating
-        elif kind is dict or kind is list:
-            _intern_values(item)
-
-
-def _interned(value):
-    """A copy of decoded JSON with every key and string value interned."""
-    kind = type(value)
-    if kind is str:
-        return _intern(value)
-    if kind is dict:
-        return {_intern(k): _interned(v) for k, v in value.items()}
-    if kind is list:
-        return [_interned(v) for v in value]
-    return value
+# Interning: see the module docstring and common.interning.
+_intern_values = interning.intern_values
+_interned = interning.interned
 
 
 def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:

@@ -1,8 +1,9 @@
 """A folder of YAML manifests as a list/watch source.
 
-``FileSource(directory)`` serves the objects found in ``*.yaml``/``*.yml``
-files directly in ``directory`` (multi-document files and ``kind: List``
-included) through the same ``list``/``watch`` interface as ``ApiSource``, so
+``FileSource(directory)`` serves the objects found in ``*.yaml``/``*.yml``/
+``*.json`` files directly in ``directory`` (multi-document files and
+``kind: List`` included; a file that is one JSON object is read by the
+JSON parser, about 25 times faster than YAML) through the same ``list``/``watch`` interface as ``ApiSource``, so
 an ``InformerFactory`` runs unchanged on files: for running without a
 cluster, for demos and for tests.
 
@@ -53,6 +54,8 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import json
+import re
 import stat
 import sys
 import threading
@@ -63,14 +66,15 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from platformd.common import errors, objectschema, resources
+from platformd.common import errors, gcpause, interning, objectschema, resources
 from platformd.common.reflector import ADDED, DELETED, MODIFIED, ListPage, WatchEvent
 from platformd.common.resources import Resource
 from platformd.common.store import key_of
 
 log = logging.getLogger(__name__)
 
-_SUFFIXES = (".yaml", ".yml")
+_SUFFIXES = (".yaml", ".yml", ".json")
+_JSON_START = re.compile(r"\s*\{")
 # A manifest file larger than this is refused unread: 50,000 objects of a
 # benchmark folder take 50 MB, and a file is read whole into memory.
 MAX_FILE_BYTES = 128 * 1024 * 1024
@@ -164,8 +168,15 @@ def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
     dicts are new and the caller's; they are normalised (namespace defaulted
     or removed), nothing else. Strings in them are interned.
     """
-    loader = _ManifestLoader(text)
     found: list[tuple[Resource, dict]] = []
+    doc = _json_document(text)
+    if doc is not None:
+        for item in _items(path, 1, doc):
+            parsed = _object(path, 1, item)
+            if parsed is not None:
+                found.append(parsed)
+        return found
+    loader = _ManifestLoader(text)
     # An alias needs an anchor ("&name"): text without one cannot expand, and
     # counting nodes costs as much as parsing (20,000 objects: +2.5 s).
     may_alias = "&" in text
@@ -183,13 +194,7 @@ def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
                 doc = loader.construct_document(node)
             if doc is None:
                 continue
-            if isinstance(doc, dict) and doc.get("kind") == "List" and "items" in doc:
-                items = doc["items"] or []
-                if not isinstance(items, list):
-                    raise ManifestError(path, line, "kind: List with items that are not a list")
-            else:
-                items = [doc]
-            for item in items:
+            for item in _items(path, line, doc):
                 parsed = _object(path, line, item)
                 if parsed is not None:
                     found.append(parsed)
@@ -201,6 +206,37 @@ def parse_manifests(path: str, text: str) -> list[tuple[Resource, dict]]:
     finally:
         loader.dispose()
     return found
+
+
+def _items(path: str, line: int, doc: object) -> list:
+    """The objects of one document: its items if it is a ``kind: List``."""
+    if isinstance(doc, dict) and doc.get("kind") == "List" and "items" in doc:
+        items = doc["items"] or []
+        if not isinstance(items, list):
+            raise ManifestError(path, line, "kind: List with items that are not a list")
+        return items
+    return [doc]
+
+
+def _json_document(text: str) -> object | None:
+    """The document of a file that is one JSON object, or None (then it is YAML).
+
+    Why: JSON is YAML too, but ``json.loads`` parses it some 25 times faster
+    than the YAML path (50,000 objects: 0.25 s against 5 s, most of a
+    cold start from a folder). Keys are shared within the file by the
+    decoder, values interned as YAML scalars are. Text that is not valid
+    JSON (a YAML flow mapping, say) is left to the YAML parser, which gives
+    the error message if it is invalid there too.
+    """
+    if not _JSON_START.match(text):
+        return None
+    try:
+        with gcpause.paused:  # see apisource.parse_list: a third of the parse otherwise
+            doc = json.loads(text)
+    except ValueError:
+        return None
+    interning.intern_values(doc)
+    return doc
 
 
 def _check_expansion(path: str, line: int, root: yaml.Node) -> None:
@@ -325,6 +361,9 @@ class FileSource:
         self._owners: dict[_ObjectId, tuple[str, ...]] = {}
         self._objects: dict[_ObjectId, dict] = {}  # as served (with rv and uid)
         self._resource_version = 0
+        # uids: "xxxxxxxx-xxxx-4xxx-8xxx-" (random, per source) + a 12-digit hex counter.
+        self._uid_prefix = str(uuid.uuid4())[:24]
+        self._uid_counter = 0
         self._history: list[_Change] = []
         self._forgotten_before = 0  # events with a resourceVersion <= this are no longer kept
         self._closed = threading.Event()
@@ -494,7 +533,7 @@ class FileSource:
                 uid, created = served_meta["uid"], served_meta.get("creationTimestamp")
                 version = served_meta["resourceVersion"]
             else:
-                uid, version = str(uuid.uuid4()), None
+                uid, version = self._new_uid(), None
                 created = now = now or _now()
             obj = _stamped(winner.by_id[object_id], uid, version, created)
             if served is not None and obj == served:
@@ -508,6 +547,14 @@ class FileSource:
             changes += 1
         if changes:
             self._changed.notify_all()
+
+    def _new_uid(self) -> str:
+        """A uid in UUID form, unique in this process and across restarts:
+        a random prefix per source, then a counter. (``uuid4`` per object,
+        an ``os.urandom`` call and a UUID object each, was a tenth of
+        reading 50,000 objects.)"""
+        self._uid_counter += 1
+        return f"{self._uid_prefix}{self._uid_counter:012x}"
 
     def _delete(self, object_id: _ObjectId) -> None:
         served = self._objects.pop(object_id)

@@ -24,6 +24,17 @@ class Resource:
     namespaced: bool
     field_selector: str = ""
 
+    def __hash__(self) -> int:
+        # Resources key every object a file source holds ((resource, key)
+        # tuples): the generated hash of six fields each time was 550,000
+        # calls and ~0.4 s of reading 50,000 objects. Computed once.
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash((self.group, self.version, self.plural, self.kind, self.namespaced, self.field_selector))
+            object.__setattr__(self, "_hash", value)
+            return value
+
     @property
     def api_version(self) -> str:
         """``apiVersion`` as objects of this resource spell it (``v1``, ``networking.k8s.io/v1``)."""

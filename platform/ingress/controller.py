@@ -5,8 +5,13 @@ kinds of work, each served by its own ``BoundedFrequencyRunner``:
 
 * **full sync** (``sync``): anything but endpoints changed (an Ingress's
   spec or annotations, an IngressClass, a referenced Service or Secret, the
-  ConfigMap; not an Ingress's status, which we write ourselves). It reads the
-  whole state of the stores into one ``Snapshot``, translates it, and hands
+  ConfigMap; not an Ingress's status, which we write ourselves). Handlers
+  record what changed (``incremental.Changes``); the sync translates the
+  neighbourhood of those changes and splices it into the last configuration
+  (``incremental``: equal to a translation of everything), or, when the
+  changes reach beyond a neighbourhood (and on the first sync and the
+  periodic resync), reads the whole state of the stores into one
+  ``Snapshot`` and translates it. It hands
   the ``Configuration`` to ``DataPlane.apply``, which pushes routes, backends
   and certificates to Lua and reloads nginx only when global settings
   changed. Full syncs are at least ``route_interval`` (10 ms) apart, so a
@@ -35,7 +40,7 @@ is translating is patched into that sync's result before it is applied
 (``_slice_generation``).
 
 A full sync reads as its steps: wait for the caches (first sync only) →
-snapshot → translate → apply → record (only after apply succeeded) → tell
+translate (what changed, or a snapshot of everything) → apply → record (only after apply succeeded) → tell
 (Events for new problems, "Sync" for changed Ingresses, status update).
 A failed apply raises, so the runner retries after ``retry_interval``.
 """
@@ -63,6 +68,7 @@ from platformd.common.store import (
 )
 from platformd.ingress import annotations as ann_mod
 from platformd.ingress import auth
+from platformd.ingress import incremental
 from platformd.ingress.caches import Caches
 from platformd.ingress.dataplane import ApplyResult, DataPlane
 from platformd.ingress.model import Backend, Configuration, service_backend_name
@@ -80,6 +86,7 @@ _BY_SECRET = "secret"
 _BY_AUTH_SECRET = "auth-secret"  # Opaque Secrets named by auth-secret
 _BY_AUTH_CONFIGMAP = "auth-configmap"  # ConfigMaps named by auth-proxy-set-headers
 _BY_DEFAULT_BACKEND = "default-backend"  # Services named by the default-backend annotation
+_BY_HOST = "host"  # rule, TLS and alias hosts (incremental.index_ingress_by_host)
 
 
 _backend_name = operator.attrgetter("name")
@@ -181,13 +188,23 @@ class _Marker:
         self._fn(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
 
 
-class _IngressMarker(_Marker):
-    """Like ``_Marker``, but an update that changes only an Ingress's status
-    (which our own status writer does for every Ingress) marks nothing."""
+class _IngressMarker:
+    """Calls ``fn(old, new)`` for every change of an Ingress's input (None:
+    added or deleted); an update that changes only its status (which our own
+    status writer does for every Ingress) marks nothing."""
+
+    def __init__(self, fn: Callable[[dict | None, dict | None], None]) -> None:
+        self._fn = fn
+
+    def on_add(self, obj: dict) -> None:
+        self._fn(None, obj)
 
     def on_update(self, old: dict, new: dict) -> None:
         if _ingress_input(old) != _ingress_input(new):
-            self._fn(new)
+            self._fn(old, new)
+
+    def on_delete(self, obj: dict | DeletedFinalStateUnknown) -> None:
+        self._fn(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj, None)
 
 
 def _ingress_input(obj: Mapping) -> tuple:
@@ -242,7 +259,7 @@ class Controller:
         self._on_synced = on_synced
         self.ingresses = factory.informer(resources.INGRESSES, {
             _BY_SERVICE: index_ingress_by_service, _BY_SECRET: index_ingress_by_any_secret,
-            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend,
+            _BY_DEFAULT_BACKEND: index_ingress_by_default_backend, _BY_HOST: incremental.index_ingress_by_host,
             _BY_AUTH_SECRET: auth.index_ingress_by_auth_secret, _BY_AUTH_CONFIGMAP: auth.index_ingress_by_auth_configmap})
         self.classes = factory.informer(resources.INGRESS_CLASSES)
         self.services = factory.informer(resources.SERVICES)
@@ -270,6 +287,11 @@ class Controller:
         self._slice_generation = 0
         self._dirty_services: set[str] = set()  # waiting for the endpoint sync
         self._slice_changes: dict[str, int] = {}  # "ns/svc" -> generation of its last slice change
+        # What changed since the last full sync took its changes (incremental);
+        # empty (a resync, a retry, ``trigger``) or ``everything``: a full build.
+        self._changes = incremental.Changes()
+        self._reapply = False  # ``trigger``: apply the last configuration again
+        self._last_full = float("-inf")  # clock time of the last full translation (sync thread only)
         self._state = SyncState()
         self._reported: frozenset[Problem] = frozenset()
         self._seen_versions: dict[str, tuple] = {}  # owned Ingress -> its input last told "Sync"
@@ -313,7 +335,10 @@ class Controller:
         return True, "ok"
 
     def trigger(self) -> None:
-        """Ask for a full sync soon."""
+        """Ask for the current configuration to be applied again soon (nginx
+        restarted, Gateway routes to merge): translates nothing by itself."""
+        with self._dirty_lock:
+            self._reapply = True
         self._full.run()
 
     def snapshot_of(self, ingresses: Iterable[dict]) -> Snapshot:
@@ -337,8 +362,8 @@ class Controller:
     # --- handlers: only mark work ----------------------------------------------
 
     def _register_handlers(self) -> None:
-        self.ingresses.add_handler(_IngressMarker(lambda obj: self._full.run()))
-        self.classes.add_handler(_Marker(lambda obj: self._full.run()))
+        self.ingresses.add_handler(_IngressMarker(self._on_ingress))
+        self.classes.add_handler(_Marker(lambda obj: self._mark_everything()))
         self.services.add_handler(_Marker(self._on_service))
         self.secrets.add_handler(_Marker(self._on_secret))
         self.auth_secrets.add_handler(_Marker(self._on_auth_secret))
@@ -355,13 +380,33 @@ class Controller:
             return "other"
         return None
 
+    def _mark_everything(self) -> None:
+        with self._dirty_lock:
+            self._changes.everything = True
+        self._full.run()
+
+    def _on_ingress(self, old: dict | None, new: dict | None) -> None:
+        with self._dirty_lock:
+            self._changes.ingress(old, new)
+        self._full.run()
+
     def _on_service(self, obj: dict) -> None:
-        if self._referenced_service(key_of(obj)):
+        key = key_of(obj)
+        use = self._referenced_service(key)
+        if use == "route":
+            with self._dirty_lock:
+                self._changes.services.add(key)
             self._full.run()
+        elif use is not None:
+            self._mark_everything()
 
     def _on_secret(self, obj: dict) -> None:
         key = key_of(obj)
-        if key == self.options.translate.default_ssl_certificate or self.ingresses.store.index_keys(_BY_SECRET, key):
+        if key == self.options.translate.default_ssl_certificate:
+            self._mark_everything()
+        elif self.ingresses.store.index_keys(_BY_SECRET, key):
+            with self._dirty_lock:
+                self._changes.secrets.add(key)
             self._full.run()
 
     def _on_slice(self, obj: dict) -> None:
@@ -375,28 +420,37 @@ class Controller:
                 self._slice_changes[service] = self._slice_generation
             self._fast.run()
             if use == "other":
-                self._full.run()
+                self._mark_everything()
 
     def _on_auth_secret(self, obj: dict) -> None:
         key = key_of(obj)
         if self.ingresses.store.index_keys(_BY_AUTH_SECRET, key) or self.ingresses.store.index_keys(_BY_SECRET, key):
-            self._full.run()
+            self._mark_everything()
 
     def _on_configmap(self, obj: dict) -> None:
         key = key_of(obj)
         if (key == self.options.configmap or key in self._configmaps_used
                 or self.ingresses.store.index_keys(_BY_AUTH_CONFIGMAP, key)):
-            self._full.run()
+            self._mark_everything()
 
     # --- the full sync ---------------------------------------------------------
 
     def sync(self) -> None:
         """One full sync (see the module docstring). Raises ``SyncError`` to be retried."""
+        try:
+            self._sync()
+        except BaseException:
+            with self._dirty_lock:
+                self._changes.everything = True  # what this one took is not lost: the retry translates all
+            raise
+
+    def _sync(self) -> None:
         started = self.clock.monotonic()
         with self._dirty_lock:
             generation = self._slice_generation
-        snapshot = self._snapshot()
-        translation = build(snapshot, self.options.translate, self.caches)
+            changes, self._changes = self._changes, incremental.Changes()
+            reapply, self._reapply = self._reapply, False
+        translation, changed, how = self._translate(changes, reapply)
         self._configmaps_used = translation.configmaps_used
         config = self._localize(translation.configuration)
         with self._model_lock:
@@ -408,6 +462,7 @@ class Controller:
                 config, _ = self._patch_endpoints(config, late)
             self._model, self._translation = config, translation
             applying = self.plane.submit(config)
+        log.debug("sync: %s translation in %.3fs", how, self.clock.monotonic() - started)
         # Waiting out a reload (tens of seconds at 10,000 Ingresses) would hold
         # back the next sync, and with it a new Ingress the Lua router could
         # serve at once: when another sync is due, leave this one to the data
@@ -415,14 +470,14 @@ class Controller:
         result = applying(self._full.requested)
         if result is None:
             log.info("sync handed over to the next one while its reload waits")
-            self._tell(translation)
+            self._tell(translation, changed)
             return
         if result.refused:
             # Left out by the data plane, reported like translation problems.
             translation = replace(translation, problems=translation.problems + self._refused_problems(result.refused))
             self._translation = translation
         self._record(result, config, translation, self.clock.monotonic() - started)
-        self._tell(translation)
+        self._tell(translation, changed)
         if result.ok and result.reload_in > 0:
             # A global change came too soon after the last reload: the rest
             # is served; apply again when the reload is allowed.
@@ -433,6 +488,54 @@ class Controller:
             raise SyncError(f"applying the configuration failed ({result.kind}): {result.error}")
         if self._on_synced is not None:
             self._on_synced(translation)
+
+    def _translate(self, changes: incremental.Changes,
+                   reapply: bool) -> tuple[Translation, frozenset[str] | None, str]:
+        """(translation, the Ingresses that may have changed (None: any), how it was made).
+
+        Full: the first sync, ``changes.everything``, the periodic resync
+        (``resync_interval`` after the last full one: repairs whatever a
+        missed event left), a run with nothing recorded (the runner's
+        periodic call, or a handler that only asked for a sync), or changes
+        beyond a neighbourhood. Only ``trigger`` (nginx restarted, Gateway
+        routes changed) and nothing recorded: the last configuration again.
+        Else the neighbourhood (incremental)."""
+        now = self.clock.monotonic()
+        why = ("first sync" if self._translation is None else "everything" if changes.everything
+               else "resync" if now - self._last_full >= self.options.resync_interval else None)
+        if why is None and not changes:
+            if reapply:
+                with self._model_lock:
+                    return replace(self._translation, configuration=self._model), frozenset(), "no (re-applied)"
+            why = "nothing recorded"
+        if why is None:
+            hood = self._neighbourhood(changes)
+            translation = self._translate_changed(hood) if hood is not None else None
+            if translation is not None:
+                return translation, hood.changed, f"incremental ({len(hood.ingresses)} ingresses, {len(hood.hosts)} hosts)"
+            why = "beyond a neighbourhood" if hood is None else "not spliceable"
+        self._last_full = now
+        return build(self._snapshot(), self.options.translate, self.caches), None, f"full ({why})"
+
+    def _translate_changed(self, hood: incremental.Neighbourhood) -> Translation | None:
+        """The last translation with ``hood`` translated again (None: build in full).
+
+        It starts from ``_model``, which has the endpoint syncs' patches;
+        slices that change meanwhile are patched in by ``sync`` as for a
+        full build (``_slice_changes``)."""
+        partial = build(self._partial_snapshot(hood.ingresses.values()), self.options.translate, self.caches)
+        partial = replace(partial, configuration=self._localize(partial.configuration))
+        with self._model_lock:
+            previous = replace(self._translation, configuration=self._model)
+        return incremental.splice(previous, partial, hood, self.options.translate)
+
+    def _neighbourhood(self, changes: incremental.Changes) -> incremental.Neighbourhood | None:
+        """What to translate again for ``changes`` (None: everything; see incremental)."""
+        store = self.ingresses.store
+        index = {incremental.HOST: _BY_HOST, incremental.SERVICE: _BY_SERVICE, incremental.SECRET: _BY_SECRET,
+                 incremental.DEFAULT_BACKEND: _BY_DEFAULT_BACKEND}
+        return incremental.neighbourhood(changes, store.get, lambda kind, value: store.by_index(index[kind], value),
+                                         self.options.translate)
 
     def _wait_for_caches(self, stop: threading.Event) -> bool:
         deadline = None if self.options.cache_sync_timeout is None else time.monotonic() + self.options.cache_sync_timeout
@@ -505,11 +608,11 @@ class Controller:
                 patched - started, self.clock.monotonic() - patched,
                 result.kind if result else ("handed over" if applying else "no change"))
         if not complete:
-            self._full.run()
+            self._mark_everything()
         if result is None:
             return
         if not result.ok:
-            self._full.run()  # the full sync retries with everything current
+            self._mark_everything()  # the full sync retries with everything current
             self._failed(result)
             raise SyncError(f"endpoint update failed: {result.error}")
         self._count(config, result)
@@ -558,6 +661,8 @@ class Controller:
         opts = self.options.translate
         if opts.default_ssl_certificate:
             secret_keys.add(opts.default_ssl_certificate)
+        if opts.default_backend_service:
+            service_keys.add(opts.default_backend_service)  # a host without a "/" of its own uses it
         services = {k: o for k in service_keys if (o := self.services.store.get(k)) is not None}
         secrets = {k: o for k in secret_keys if (o := self.secrets.store.get(k)) is not None}
         slices = {k: tuple(self.slices.store.by_index(_BY_SERVICE, k)) for k in service_keys}
@@ -625,21 +730,38 @@ class Controller:
                                             f"{kind} {name} left out: the data plane refused it: {reason}"))
         return tuple(problems)
 
-    def _tell(self, translation: Translation) -> None:
-        """Problems (``_report``), then "Sync" for changed Ingresses that are served as asked."""
+    def _tell(self, translation: Translation, changed: Iterable[str] | None = None) -> None:
+        """Problems (``_report``), then "Sync" for changed Ingresses that are served as asked.
+
+        ``changed``: the only Ingresses that may have changed since the last
+        sync (an incremental one); None: any."""
         self._report(translation.problems)
         flagged = {f"{p.namespace}/{p.name}" for p in self._reported if p.kind == "Ingress"}
-        seen: dict[str, tuple] = {}
-        for key in translation.owned_ingresses:
+        before = self._seen_versions
+        if changed is None:
+            seen: dict[str, tuple] = {}
+            keys: Iterable[str] = translation.owned_ingresses
+        else:
+            seen = before  # only the sync thread uses it: changed in place
+            owned = translation.owned_ingresses
+            keys = []
+            for key in changed:
+                at = bisect.bisect_left(owned, key)
+                if at < len(owned) and owned[at] == key:
+                    keys.append(key)
+                else:
+                    seen.pop(key, None)
+        for key in keys:
             obj = self.ingresses.store.get(key)
             if obj is None:
+                seen.pop(key, None)
                 continue
             version = _ingress_input(obj)  # not resourceVersion: our status writes change that
-            seen[key] = version
             # A refused Ingress hears a Warning from ``_report``, not a "Sync"
             # that reads as if all went well.
-            if self._seen_versions.get(key) != version and self.recorder is not None and key not in flagged:
+            if before.get(key) != version and self.recorder is not None and key not in flagged:
                 self.recorder.event(obj, "Normal", "Sync", "Scheduled for sync")
+            seen[key] = version
         self._seen_versions = seen
 
     # --- problems: the one path from "refused" to Events, /status and metrics ---------
@@ -685,5 +807,8 @@ class Controller:
         self.recorder.event(obj, "Warning", problem.reason, problem.message)
 
 
+_ENDPOINTS = operator.attrgetter("endpoints")
+
+
 def _endpoint_count(config: Configuration) -> int:
-    return sum(len(b.endpoints) for b in config.backends)
+    return sum(map(len, map(_ENDPOINTS, config.backends)))  # in C: 20,000 backends per sync

@@ -1,4 +1,5 @@
 import gc
+import json
 import sys
 import os
 import threading
@@ -6,6 +7,7 @@ import time
 import tracemalloc
 
 import pytest
+import yaml
 
 from platformd.common import errors
 from platformd.common.filesource import FileSource, ManifestError, parse_manifests
@@ -408,3 +410,42 @@ def test_direct_build_equals_pyyaml_constructor():
     assert (data["int"], data["float"], data["bool"], data["nothing"], data["octal"]) == (1, 1.5, True, None, "0o17")  # YAML 1.1: a string
     assert built[1]["data"] == {"a": "1", "b": "2"}
     assert data["list"][1] is sys.intern("2")  # interned, as the constructor's strings
+
+
+# ---------------------------------------------------------------- JSON manifests
+
+
+def test_a_json_manifest_gives_what_the_same_yaml_gives(tmp_path):
+    """A file that is one JSON object (a List here) takes the JSON parser; the
+    objects, their normalisation and their interning are those of the YAML path."""
+    docs = [yaml.safe_load(SERVICE.format(name=n, port=80 + i)) for i, n in enumerate("ab")]
+    docs[1]["metadata"].pop("namespace", None)  # defaulted as from YAML
+    listed = {"apiVersion": "v1", "kind": "List", "items": docs}
+    from_json = parse_manifests("m.json", json.dumps(listed, indent=1))
+    from_yaml = parse_manifests("m.yaml", yaml.safe_dump(listed))
+    assert from_json == from_yaml and [r for r, _ in from_json] == [SERVICES, SERVICES]
+    (_, a), (_, b) = from_json
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"] == "default"
+    assert a["apiVersion"] is b["apiVersion"]
+
+
+def test_json_that_is_not_json_is_read_as_yaml_or_refused_with_its_line(tmp_path):
+    # A YAML flow mapping looks like JSON but is not: the YAML parser reads it.
+    (_, obj), = parse_manifests("m.yaml", "{apiVersion: v1, kind: Service, metadata: {name: a}, spec: {ports: []}}")
+    assert obj["metadata"] == {"name": "a", "namespace": "default"}
+    with pytest.raises(ManifestError) as err:
+        parse_manifests("m.json", '{"apiVersion": "v1",\n "kind": "Service", "metadata": {"name": \n')
+    assert err.value.path == "m.json" and err.value.line >= 1
+    with pytest.raises(ManifestError, match="without metadata.name"):
+        parse_manifests("m.json", '{"apiVersion": "v1", "kind": "Service", "metadata": {}}')
+
+
+def test_json_files_in_the_folder_are_served(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(yaml.safe_load(SERVICE.format(name="j", port=80))))
+    source = FileSource(str(tmp_path))
+    try:
+        source.scan()
+        (served,) = source.list(SERVICES, None).items
+        assert served["metadata"]["name"] == "j" and served["metadata"]["uid"]
+    finally:
+        source.close()

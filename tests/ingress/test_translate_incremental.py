@@ -222,3 +222,218 @@ def test_a_change_of_options_gives_what_a_fresh_translation_gives(certs):
     assert with_default == fresh(snap, OPTIONS)
     assert without != with_default
     assert build(snap, plain, CACHES) == without
+
+
+# --- the controller's incremental path (platformd.ingress.incremental) ---------------
+#
+# The controller translates only the neighbourhood of what changed and
+# splices it into its last configuration. Driven through the real Controller
+# (its informer handlers, indexes, neighbourhood and splice; the informers'
+# sinks are fed directly, so each step is deterministic), every sync's
+# result must equal a fresh full translation of the same objects, after
+# random sequences of changes of every kind.
+
+import random
+
+from platformd.common import resources
+from platformd.common.informer import InformerFactory
+from platformd.common.store import index_ingress_by_service
+from platformd.ingress import incremental
+from platformd.ingress.controller import Controller, ControllerOptions
+from platformd.ingress.dataplane import ApplyResult
+from platformd.ingress.render import dynamic_sections
+from tests.common.memsource import MemorySource
+
+# Pools a few times the number of Ingresses: most changes have a small
+# neighbourhood (as in a real cluster), some share hosts and Services.
+HOSTS = ("a.example", "b.example", "x.w.example", "y.w.example", "www.a.example",
+         *(f"h{i}.example" for i in range(25)))
+SERVICES = (*(f"s{i}" for i in range(30)), "fallback")
+ANNOTATIONS = (
+    {}, {}, {}, {}, {}, {}, {"proxy-body-size": "8m"}, {"load-balance": "ewma"}, {"ssl-redirect": "false"},
+    {"canary": "true", "canary-weight": "30"}, {"canary": "true", "canary-by-header": "x-canary"},
+    {"app-root": "/start"}, {"configuration-snippet": "x"},  # refused: contributes nothing
+    # per-route settings of the annotation groups (lanes, traffic, limits, affinity)
+    {"proxy-http-version": "1.0"}, {"proxy-buffer-size": "16k"}, {"limit-rpm": "120"},
+    {"x-forwarded-prefix": "/p", "enable-access-log": "false"}, {"proxy-next-upstream-tries": "2"},
+    {"session-cookie-secure": "true", "session-cookie-expires": "60"},
+)
+CROSSING = ({"server-alias": "www.a.example"}, {"default-backend": "s4"},  # reach other hosts: a full build
+            {"from-to-www-redirect": "true"}, {"custom-http-errors": "404,503", "default-backend": "s5"})
+
+
+class _Plane:
+    """Renders what it is given with the controller's caches, as the data plane does."""
+
+    running = None
+    sections = ()
+
+    def __init__(self, caches: Caches) -> None:
+        self.caches = caches
+
+    def submit(self, config):
+        self.running = config
+        self.sections = dynamic_sections(config, self.caches)
+        return lambda superseded=None: ApplyResult("dynamic")
+
+
+class _Fed:
+    """A Controller whose informers are fed by the test, and the objects they hold."""
+
+    def __init__(self, options: TranslateOptions) -> None:
+        caches = Caches()
+        self.controller = Controller(InformerFactory(MemorySource()), _Plane(caches),
+                                     ControllerOptions(translate=options, configmap="default/cfg"), caches=caches)
+        c = self.controller
+        self.sinks = {resources.INGRESSES: c.ingresses, resources.INGRESS_CLASSES: c.classes,
+                      resources.SERVICES: c.services, resources.ENDPOINT_SLICES: c.slices,
+                      resources.TLS_SECRETS: c.secrets, resources.CONFIGMAPS: c.configmaps}
+
+    def put(self, resource, obj: dict) -> None:
+        self.sinks[resource]._dispatcher.add(obj)
+
+    def delete(self, resource, key: str) -> None:
+        obj = self.sinks[resource].store.get(key)
+        if obj is not None:
+            self.sinks[resource]._dispatcher.delete(obj)
+
+    def snapshot(self) -> Snapshot:
+        return self.controller._snapshot()
+
+
+def _random_ingress(rnd: random.Random, name: str, certs_hosts: tuple[str, ...], crossing: float = 0.02) -> dict:
+    """An Ingress of random shape; ``crossing``: the odds of each feature that
+    reaches beyond its own hosts (those make the next syncs full builds)."""
+    chosen = rnd.choice(CROSSING) if rnd.random() < crossing else rnd.choice(ANNOTATIONS)
+    annotations = {o.PREFIX + k: v for k, v in chosen.items()}
+    rules = []
+    for _ in range(rnd.choice((1, 1, 1, 1, 2))):
+        host = None if rnd.random() < crossing else rnd.choice(HOSTS)
+        service = "fallback" if rnd.random() < crossing / 4 else rnd.choice(SERVICES[:-1])
+        paths = [(rnd.choice(("/", "/api", "/v", "/x/y")), service, 80,
+                  rnd.choice(("Prefix", "Prefix", "Exact", "ImplementationSpecific")))
+                 for _ in range(rnd.choice((1, 1, 2)))]
+        rules.append((host, paths))
+    obj = o.ingress(name, rules[0][0], rules[0][1], annotations=annotations or None)
+    for host, paths in rules[1:]:
+        extra = o.ingress(name, host, paths)["spec"]["rules"]
+        obj["spec"]["rules"] += extra
+    roll = rnd.random()
+    if roll < 0.15:
+        host = rnd.choice(certs_hosts)
+        obj["spec"]["tls"] = [{"hosts": [host], "secretName": f"tls-{host.split('.')[0]}"}]
+    elif roll < 0.15 + crossing:
+        obj["spec"]["tls"] = [{"hosts": ["*.w.example"], "secretName": "tls-a"}]
+    elif roll < 0.15 + 2 * crossing:
+        obj["spec"]["defaultBackend"] = {"service": {"name": rnd.choice(SERVICES), "port": {"number": 80}}}
+    obj["metadata"]["creationTimestamp"] = f"2024-01-01T00:00:{rnd.randrange(60):02d}Z"
+    return obj
+
+
+def _random_change(rnd: random.Random, fed: _Fed, certs, serial: int) -> None:
+    roll = rnd.random()
+    store = fed.controller.ingresses.store
+    keys = sorted(store.keys())
+    if roll < 0.3 or not keys:
+        fed.put(resources.INGRESSES, _random_ingress(rnd, f"ing-{serial}", tuple(certs)))
+    elif roll < 0.5:
+        key = rnd.choice(keys)
+        fed.put(resources.INGRESSES, _random_ingress(rnd, key.split("/")[1], tuple(certs)))
+    elif roll < 0.6:
+        # Mostly one that reaches beyond its hosts, if any: while one is
+        # there, changes near it are full builds, and the test is about splices.
+        crossing = [k for k in keys if incremental.crosses(store.get(k))
+                    or "default/fallback" in index_ingress_by_service(store.get(k))]
+        fed.delete(resources.INGRESSES, rnd.choice(crossing if crossing and rnd.random() < 0.8 else keys))
+    elif roll < 0.7:
+        name = rnd.choice(SERVICES)
+        fed.put(resources.SERVICES, o.service(name, port=rnd.choice((80, 80, 81))))
+    elif roll < 0.74:
+        fed.delete(resources.SERVICES, f"default/{rnd.choice(SERVICES)}")
+    elif roll < 0.84:
+        name = rnd.choice(SERVICES)
+        fed.put(resources.ENDPOINT_SLICES, o.endpoint_slice(name, [f"10.1.{serial % 250}.{k}" for k in
+                                                                    range(rnd.randrange(3))]))
+    elif roll < 0.9:
+        host = rnd.choice(tuple(certs))
+        other = rnd.choice(tuple(certs))
+        fed.put(resources.TLS_SECRETS, o.tls_secret(f"tls-{host.split('.')[0]}", *certs[other]))
+    elif roll < 0.96:
+        fed.delete(resources.TLS_SECRETS, f"default/tls-{rnd.choice(tuple(certs)).split('.')[0]}")
+    elif roll < 0.98:
+        fed.put(resources.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": "cfg", "namespace": "default"},
+                                       "data": {"ssl-redirect": rnd.choice(("true", "false"))}})
+    elif roll < 0.99:
+        fed.put(resources.INGRESS_CLASSES, o.ingress_class(default=rnd.random() < 0.5))
+
+
+@pytest.mark.parametrize("options", [OPTIONS, TranslateOptions(now=NOW)], ids=["with-defaults", "plain"])
+@pytest.mark.parametrize("seed", range(6))
+def test_incremental_syncs_equal_fresh_translations_over_random_changes(certs, monkeypatch, options, seed):
+    rnd = random.Random(seed)
+    spliced = []
+    real_splice = incremental.splice
+
+    def counting(*args):
+        result = real_splice(*args)
+        spliced.append(result is not None)
+        return result
+
+    monkeypatch.setattr(incremental, "splice", counting)
+    fed = _Fed(options)
+    fed.put(resources.INGRESS_CLASSES, o.ingress_class())
+    for name in SERVICES:
+        fed.put(resources.SERVICES, o.service(name))
+        fed.put(resources.ENDPOINT_SLICES, o.endpoint_slice(name, [f"10.0.0.{SERVICES.index(name) + 1}"]))
+    for host in ("a.example", "b.example", "default.example"):
+        fed.put(resources.TLS_SECRETS, o.tls_secret(f"tls-{host.split('.')[0]}", *certs[host]))
+    for i in range(12):
+        fed.put(resources.INGRESSES, _random_ingress(rnd, f"base-{i}", ("a.example", "b.example"), crossing=0))
+    controller = fed.controller
+    controller.sync()
+    for step in range(100):
+        for _ in range(rnd.choice((1, 1, 1, 2, 3))):
+            _random_change(rnd, fed, {h: certs[h] for h in ("a.example", "b.example")}, step)
+        controller.sync_endpoints()  # as the endpoint runner does, before or after
+        controller.sync()
+        expected = fresh(fed.snapshot(), options)
+        assert controller.translation == expected, f"step {step}"
+        assert routes.payload(controller.translation.configuration) == routes.payload(expected.configuration)
+        # What the data plane pushes (route shards patched by what changed, backends) equals a fresh render.
+        assert [(x.name, x.checksum) for x in fed.controller.plane.sections] == \
+            [(x.name, x.checksum) for x in dynamic_sections(expected.configuration)]
+    assert sum(spliced) >= 5, "the incremental path was hardly taken: the test tests the full build"
+
+
+def test_neighbourhood_of_a_plain_change_is_its_host_and_services():
+    """A new Ingress on a host of its own, with Services of its own, is translated alone."""
+    ing = o.ingress("new", "new.example", [("/", "s-new", 80)])
+    other = o.ingress("other", "other.example", [("/", "s-other", 80)])
+    stores = {incremental.HOST: {"new.example": [ing], "other.example": [other]},
+              incremental.SERVICE: {"default/s-new": [ing], "default/s-other": [other]}}
+    changes = incremental.Changes()
+    changes.ingress(None, ing)
+    hood = incremental.neighbourhood(changes, {"default/new": ing}.get,
+                                     lambda kind, value: stores.get(kind, {}).get(value, []), TranslateOptions())
+    assert hood is not None and set(hood.ingresses) == {"default/new"}
+    assert hood.hosts == {"new.example"} and hood.services == {"default/s-new"}
+
+
+@pytest.mark.parametrize("change", [
+    {"metadata": {"annotations": {o.PREFIX + "server-alias": "www.x"}}},
+    {"spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}},
+    {"spec": {"rules": [{"http": {"paths": []}}]}},
+    {"spec": {"rules": [{"host": "a.w.example"}], "tls": [{"hosts": ["*.w.example"]}]}},
+])
+def test_an_ingress_reaching_beyond_its_hosts_is_translated_with_everything(change):
+    obj = {"metadata": {"name": "x", "namespace": "default", **change.get("metadata", {})},
+           "spec": change.get("spec", {"rules": [{"host": "a.example"}]})}
+    changes = incremental.Changes()
+    changes.ingress(obj, None)  # deleted: its hosts are gone from the store
+    assert changes.everything
+    assert incremental.neighbourhood(changes, lambda key: None, lambda kind, value: [], TranslateOptions()) is None
+    changes = incremental.Changes()
+    changes.ingress(None, obj)  # added: found crossing in the store
+    assert incremental.neighbourhood(changes, {"default/x": obj}.get, lambda kind, value: [],
+                                     TranslateOptions()) is None
