@@ -423,6 +423,8 @@ def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files"
         del ingresses, services, slices, static
         objects.put("change", [endpoint_slice("s0-a", [(a.address, a.port)])])
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if os.environ.get("BENCH_TRACEMALLOC"):
+            env["PYTHONTRACEMALLOC"] = "1"
         if os.environ.get("BENCH_DEBUG"):
             env["PLATFORM_LOG_LEVEL"] = "DEBUG"
             print(f"controller log: {work / 'log'}", flush=True)
@@ -441,6 +443,8 @@ def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files"
         figures["ready_s"] = time.perf_counter() - start
         figures["full_sync_s"] = json.loads(_get(healthz, "x", "/status")[1])["last_sync_duration_seconds"]
         figures["rss_ready_mb"], figures["peak_ready_mb"] = _memory(child.pid)
+        if os.environ.get("BENCH_TRACEMALLOC"):
+            _tracemalloc_report(child.pid, Path(os.environ["BENCH_TRACEMALLOC"]))
         assert _get(http_port, host)[1] == "A", _get(http_port, host)
         time.sleep(settle)  # e.g. past the startup "Sync" Events (one per Ingress) to the API server
         latencies = []
@@ -532,9 +536,41 @@ def child_main(argv: list[str]) -> int:
     from platformd.ingress import main as ingress_main
 
     filesource.FileSource.__init__.__kwdefaults__["poll_interval"] = 0.02
+    if os.environ.get("BENCH_TRACEMALLOC"):
+        _tracemalloc_on_signal(Path(os.environ["BENCH_TRACEMALLOC"]))
     if os.environ.get("BENCH_PROFILE"):
         _profile_syncs(Path(os.environ["BENCH_PROFILE"]))
     return ingress_main.main(argv)
+
+
+def _tracemalloc_on_signal(path: Path) -> None:
+    """BENCH_TRACEMALLOC=file (the child runs with PYTHONTRACEMALLOC=1): on
+    SIGUSR1 the controller writes its live allocations grouped by line there."""
+    import signal
+    import tracemalloc
+
+    def dump(signum, frame) -> None:
+        snapshot = tracemalloc.take_snapshot()
+        stats = snapshot.statistics("lineno")
+        total = sum(s.size for s in stats)
+        lines = [f"total {total / 2**20:.1f} MiB traced"]
+        lines += [f"{s.size / 2**20:8.2f} MiB {s.count:9d} {s.traceback}" for s in stats[:60]]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
+def _tracemalloc_report(pid: int, path: Path) -> None:
+    import signal
+
+    path.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    for _ in range(600):
+        if path.exists():
+            return
+        time.sleep(0.1)
 
 
 def _profile_syncs(directory: Path) -> None:
