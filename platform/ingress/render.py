@@ -310,9 +310,11 @@ class DynamicSection:
     backends: tuple[Backend, ...] = field(default=(), repr=False, compare=False)  # items' sources
     total: int = field(default=0, repr=False, compare=False)  # sum of the digests mod 2**256
 
-    @functools.cached_property
+    @property
     def body(self) -> bytes:
-        """Built on first use: a delta push never needs the whole body."""
+        """Built on each use, not kept: a delta push never needs the whole
+        body, and keeping it after a full push held the encoded backends
+        twice (4.4 MB at 10,000 Ingresses)."""
         if self.items is None:
             return self.plain
         return b"[" + b",".join(e.json for e in self.items) + b"]"
