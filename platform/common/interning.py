@@ -18,26 +18,78 @@ __all__ = ["intern_values", "interned"]
 _intern = sys.intern
 
 
+#: Keys whose dict/list values repeat across objects (EndpointSlice ports
+#: and conditions, Service ports and ipFamilies, status with loadBalancer,
+#: backend ports): equal values under them are one shared object. Objects
+#: from a source are read-only (informer contract; ``caches`` keys name
+#: top-level objects, never these), so sharing is invisible to readers.
+SHARED_KEYS = frozenset({"conditions", "ports", "port", "status", "loadBalancer", "ipFamilies"})
+_SHARED_LIMIT = 50_000  # distinct values kept for sharing (a bound for clusters where they do not repeat)
+_shared: dict = {}
+
+
+def _frozen(value):
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict:
+        return (dict, tuple([(k, _frozen(v)) for k, v in value.items()]))
+    if kind is list:
+        return (list, tuple([_frozen(v) for v in value]))
+    return (kind, value)  # True, 1 and 1.0 are equal: the type tells them apart
+
+
+def _share(value):
+    """The one kept object equal to ``value`` (a dict or list of decoded JSON), or ``value``."""
+    try:
+        key = _frozen(value)
+        hit = _shared.get(key)
+    except TypeError:
+        return value
+    if hit is not None:
+        return hit
+    if len(_shared) < _SHARED_LIMIT:
+        _shared[key] = value
+    return value
+
+
 def intern_values(value: dict | list) -> None:
     """Intern, in place, every string value in decoded JSON (keys are left:
-    one ``json.loads`` call already shares them). About 4 µs per object."""
-    pairs = value.items() if type(value) is dict else enumerate(value)
-    for at, item in pairs:
+    one ``json.loads`` call already shares them), and share equal values
+    under ``SHARED_KEYS``. About 4 µs per object."""
+    if type(value) is dict:
+        for at, item in value.items():
+            kind = type(item)
+            if kind is str:
+                value[at] = _intern(item)  # replaces a value, never adds a key: safe while iterating
+            elif kind is dict or kind is list:
+                intern_values(item)
+                if at in SHARED_KEYS:
+                    value[at] = _share(item)
+        return
+    for at, item in enumerate(value):
         kind = type(item)
         if kind is str:
-            value[at] = _intern(item)  # replaces a value, never adds a key: safe while iterating
+            value[at] = _intern(item)
         elif kind is dict or kind is list:
             intern_values(item)
 
 
 def interned(value):
-    """A copy of decoded JSON with every key and string value interned (about
-    20 µs per object: for documents decoded one by one, whose keys no call shares)."""
+    """A copy of decoded JSON with every key and string value interned and
+    equal values under ``SHARED_KEYS`` shared (about 20 µs per object: for
+    documents decoded one by one, whose keys no call shares)."""
     kind = type(value)
     if kind is str:
         return _intern(value)
     if kind is dict:
-        return {_intern(k): interned(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            v = interned(v)
+            if k in SHARED_KEYS and type(v) in (dict, list):
+                v = _share(v)
+            out[_intern(k)] = v
+        return out
     if kind is list:
         return [interned(v) for v in value]
     return value
