@@ -138,7 +138,11 @@ def _build(node: yaml.Node, loader: _ManifestLoader) -> object:
         for key, value in node.value:
             if key.tag != _STR:
                 raise _NeedsConstructor
-            built[sys.intern(key.value)] = _build(value, loader)
+            name = sys.intern(key.value)
+            item = _build(value, loader)
+            if name in interning.SHARED_KEYS and item.__class__ in (dict, list):
+                item = interning.share(item)  # as decoded JSON is (see interning)
+            built[name] = item
         return built
     if tag == _SEQ:
         return [_build(item, loader) for item in node.value]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["intern_values", "interned"]
+__all__ = ["intern_values", "interned", "share"]
 
 _intern = sys.intern
 
@@ -51,6 +51,9 @@ def _share(value):
     if len(_shared) < _SHARED_LIMIT:
         _shared[key] = value
     return value
+
+
+share = _share
 
 
 def intern_values(value: dict | list) -> None:

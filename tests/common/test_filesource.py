@@ -335,8 +335,9 @@ def test_the_source_keeps_one_copy_of_what_it_serves(tmp_path):
             tracemalloc.stop()
         assert len(source.list(SERVICES, None).items) == 300
         # What stays is bookkeeping per id (the new read's ids, ~150 bytes
-        # each); a second copy of the objects would be all of ``one_parse``.
-        assert kept < one_parse / 4, (kept, one_parse)
+        # each); a second copy of the objects would be all of ``one_parse``
+        # (these objects are small: their ports lists are shared, see interning).
+        assert kept < one_parse / 3, (kept, one_parse)
     finally:
         source.close()
 
