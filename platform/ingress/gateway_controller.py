@@ -43,7 +43,7 @@ from platformd.ingress.gateway_dataplane import GatewayPlane
 from platformd.ingress.gateway_lowering import Lowered, LoweringCache, lower
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
 from platformd.ingress.gateway_model import GatewayTable
-from platformd.ingress.gateway_translate import GatewayTranslation, build
+from platformd.ingress.gateway_translate import GatewayTranslation, RouteCache, build
 
 __all__ = ["GatewayController", "discover"]
 
@@ -137,6 +137,7 @@ class GatewayController:
         self._applied = 0  # newest version a successful apply carried
         self._used_services: frozenset[str] = frozenset()
         self._servers = LoweringCache()  # the last lowering's Servers, reused for unchanged hosts
+        self._routes = RouteCache()  # the translation of unchanged routes, reused (sync runs on one thread)
         mark = lambda *_: self._runner.run()  # noqa: E731 - handlers only mark work
         for informer in self.informers.values():
             informer.add_handler(FuncHandler(
@@ -221,7 +222,7 @@ class GatewayController:
         """Snapshot -> translate -> lower -> publish (see the module docstring)."""
         options = replace(self.options, publish_addresses=tuple(self._publish_addresses()))
         snapshot, now = self.snapshot(), self._wall_clock()
-        translation = build(snapshot, options, now)
+        translation = build(snapshot, options, now, cache=self._routes)
         lowered = None
         if self._serving is not None:
             slices = self._serving.slices.store
