@@ -92,9 +92,11 @@ class _Table:
         # Keyed by precedence key: the same match reached through two listeners is one entry.
         self._hosts.setdefault((bind, hostname), {})[key] = entry
 
-    def freeze(self, certificates: list[TlsBinding]) -> GatewayTable:
+    def freeze(self, certificates: list[TlsBinding], cache: RouteCache | None = None) -> GatewayTable:
         hosts = [HostRoutes(bind, name, tuple(entries[k] for k in sorted(entries)))
                  for (bind, name), entries in self._hosts.items()]
+        if cache is not None:
+            hosts = cache.same_hosts(hosts)
         hosts.sort(key=lambda h: (h.bind.address or "", h.bind.port, hostnames.specificity(h.hostname), h.hostname))
         certificates.sort(key=lambda c: (c.bind.address or "", c.bind.port, hostnames.specificity(c.hostname), c.hostname))
         return GatewayTable(tuple(hosts), tuple(certificates))
@@ -155,6 +157,7 @@ class RouteCache:
     def __init__(self) -> None:
         self._context: tuple | None = None
         self._entries: dict[tuple[str, str], tuple] = {}  # (kind, key) -> (route, seen, parents, rules, status)
+        self._hosts: dict[tuple, HostRoutes] = {}  # the last build's hosts by (bind, hostname)
 
     def begin(self, states: Mapping[str, GatewayState], namespaces: Mapping, grants: tuple) -> None:
         context = (dict(states), namespaces, grants)
@@ -173,6 +176,18 @@ class RouteCache:
 
     def put(self, kind: str, key: str, route: Mapping, seen: dict, parents, rules, status) -> None:
         self._entries[(kind, key)] = (route, seen, parents, rules, status)
+
+    def same_hosts(self, hosts: list[HostRoutes]) -> list[HostRoutes]:
+        """``hosts`` where each one equal to the last build's is that very
+        object (the lowering then finds its Server by identity, without
+        hashing the host's entries)."""
+        last = self._hosts
+        out = []
+        for host in hosts:
+            old = last.get((host.bind, host.hostname))
+            out.append(old if old is not None and old.entries == host.entries else host)
+        self._hosts = {(h.bind, h.hostname): h for h in out}
+        return out
 
     def keep(self, live: set[tuple[str, str]]) -> None:
         """Forget the routes no longer there."""
@@ -293,4 +308,4 @@ def _build(snapshot: GatewaySnapshot, options: GatewayOptions, now: float,
         served[state.key] = tuple((bind, lst.hostname or hostnames.ANY) for bind, lst in binds if bind is not None)
         certificates += [TlsBinding(bind, lst.hostname or hostnames.ANY, lst.secrets)
                          for bind, lst in binds if bind is not None and lst.protocol == "HTTPS"]
-    return GatewayTranslation(table.freeze(certificates), classes, gateway_statuses, http, grpc, served)
+    return GatewayTranslation(table.freeze(certificates, cache), classes, gateway_statuses, http, grpc, served)

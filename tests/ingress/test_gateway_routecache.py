@@ -10,6 +10,7 @@ import random
 import pytest
 
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
+from platformd.ingress.gateway_lowering import LoweringCache, lower
 from platformd.ingress.gateway_translate import RouteCache, build
 from tests.ingress.gateway_objects import (
     NOW, backend, gateway, gateway_class, grant, grpc_route, http_route, listener, namespace, path, rule, service,
@@ -114,12 +115,16 @@ def test_cached_build_equals_fresh_build_over_random_changes(seed):
              "services": _services(rng), "grants": [], "gateways": [_gateway(rng, "gw")],
              "namespaces": {ns: namespace(ns) for ns in NAMESPACES}}
     options = GatewayOptions(publish_addresses=("192.0.2.1",))
-    cache = RouteCache()
+    cache, servers = RouteCache(), LoweringCache()
     for _ in range(60):
         snapshot = _snapshot(state)
         cached = build(snapshot, options, NOW, cache=cache)
         fresh = build(_snapshot(state, fresh=True), options, NOW)
         assert cached == fresh
+        # The lowering of the cached table with its cache (Servers found by host identity) equals a fresh one.
+        args = dict(http_port=80, https_port=443, services=snapshot.services, slices=lambda key: (), secrets={},
+                    now=NOW)
+        assert lower(cached.table, cache=servers, **args) == lower(fresh.table, **args)
         _mutate(rng, state)
 
 
