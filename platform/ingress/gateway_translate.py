@@ -145,7 +145,8 @@ def _same(a, b) -> bool:
 class RouteCache:
     """Per-route translations kept between builds (``build(..., cache=)``).
 
-    A route's parents, rules and status are a function of the route object,
+    A route's status, the listeners it counts for and the entries it places
+    (``_place``) are a function of the route object,
     the Gateway states, the Namespaces, the ReferenceGrants and the Services
     its rules looked up. All but the last are checked once per build (any
     difference empties the cache); an entry is reused only when its route
@@ -156,7 +157,8 @@ class RouteCache:
 
     def __init__(self) -> None:
         self._context: tuple | None = None
-        self._entries: dict[tuple[str, str], tuple] = {}  # (kind, key) -> (route, seen, parents, rules, status)
+        # (kind, key) -> (route, Services seen, status, (Gateway, listener) attached to, placed entries)
+        self._entries: dict[tuple[str, str], tuple] = {}
         self._hosts: dict[tuple, HostRoutes] = {}  # the last build's hosts by (bind, hostname)
 
     def begin(self, states: Mapping[str, GatewayState], namespaces: Mapping, grants: tuple) -> None:
@@ -174,8 +176,8 @@ class RouteCache:
                 return None
         return entry[2:]
 
-    def put(self, kind: str, key: str, route: Mapping, seen: dict, parents, rules, status) -> None:
-        self._entries[(kind, key)] = (route, seen, parents, rules, status)
+    def put(self, kind: str, key: str, route: Mapping, seen: dict, status, listeners, placed) -> None:
+        self._entries[(kind, key)] = (route, seen, status, listeners, placed)
 
     def same_hosts(self, hosts: list[HostRoutes]) -> list[HostRoutes]:
         """``hosts`` where each one equal to the last build's is that very
@@ -203,10 +205,10 @@ def _translate_routes(kind: str, routes, states: Mapping[str, GatewayState], sna
     for key, route in _age_order(routes):
         hit = cache.get(kind, key, route, snapshot.services) if cache is not None else None
         if hit is not None:
-            parents, rules, status = hit
+            status, listeners, placed = hit
         else:
+            status, listeners, placed = None, [], []
             parents = gateway_attach.attach(route, kind, states, snapshot.namespaces)
-            rules, status = [], None
             reads = _Reads(snapshot.services)
             if parents:
                 namespace = f.string(f.mapping(route.get("metadata")).get("namespace"))
@@ -214,27 +216,34 @@ def _translate_routes(kind: str, routes, states: Mapping[str, GatewayState], sna
                 rules = [make_rule(i, rule, ctx)
                          for i, rule in enumerate(f.items(f.mapping(route.get("spec")).get("rules")))]
                 status = _route_status(route, parents, rules)
+                for parent, parent_status in zip(parents, status.parents):
+                    if not parent_status.conditions[0].status:
+                        continue  # not accepted by this parent: neither counted nor served there
+                    for attachment in parent.attachments:
+                        listeners.append((attachment.gateway.key, attachment.listener.name))
+                        placed += _place(attachment, rules, f"{kind} {key}", _created(route))
             if cache is not None:
-                cache.put(kind, key, route, reads.seen, parents, rules, status)
+                cache.put(kind, key, route, reads.seen, status, listeners, placed)
         if live is not None:
             live.add((kind, key))
-        if not parents:
-            continue
+        if status is None:
+            continue  # no parentRef to our Gateways
         statuses[key] = status
-        for parent, parent_status in zip(parents, status.parents):
-            if not parent_status.conditions[0].status:
-                continue  # not accepted by this parent: neither counted nor served there
-            for attachment in parent.attachments:
-                attached.setdefault((attachment.gateway.key, attachment.listener.name), set()).add((kind, key))
-                _place(table, attachment, rules, f"{kind} {key}", _created(route))
+        for listener in listeners:
+            attached.setdefault(listener, set()).add((kind, key))
+        for bind, hostname, precedence, entry in placed:
+            table.add(bind, hostname, precedence, entry)
     return statuses
 
 
-def _place(table: _Table, attachment: gateway_attach.Attachment, rules: list[Rule], name: str, created: str) -> None:
-    """Put every match of the servable rules under each hostname the attachment serves."""
+def _place(attachment: gateway_attach.Attachment, rules: list[Rule], name: str,
+           created: str) -> list[tuple[Bind, str, tuple, RouteEntry]]:
+    """Every match of the servable rules under each hostname the attachment
+    serves: (bind, hostname, precedence key, entry) for ``_Table.add``."""
     bind = attachment.gateway.bind(attachment.listener)
     if bind is None:
-        return  # attached, but the listener is not served (conflicted, no certificate, no address)
+        return []  # attached, but the listener is not served (conflicted, no certificate, no address)
+    out = []
     for rule in rules:
         if rule.unsupported:
             continue
@@ -242,7 +251,8 @@ def _place(table: _Table, attachment: gateway_attach.Attachment, rules: list[Rul
         for m, (match, precedence) in enumerate(rule.matches):
             entry = RouteEntry(match, action, name, rule.index)
             for hostname in attachment.hostnames:
-                table.add(bind, hostname, (*precedence, created, name, rule.index, m), entry)
+                out.append((bind, hostname, (*precedence, created, name, rule.index, m), entry))
+    return out
 
 
 def _gateway_status(state: GatewayState, attached: Mapping[tuple[str, str], set]) -> st.GatewayStatus:
