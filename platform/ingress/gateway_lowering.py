@@ -223,6 +223,8 @@ class LoweringCache:
 
     def __init__(self) -> None:
         self._by_ident: dict[tuple, tuple[Server, set[tuple[str, int]]]] = {}
+        self._endpoints: dict[tuple[str, int], tuple] = {}  # (Service, port) -> (Service, slices, endpoints)
+        self._next_endpoints: dict[tuple[str, int], tuple] = {}
         self._by_name: dict[tuple, list[tuple[tuple, tuple[Server, set[tuple[str, int]]]]]] = {}
         self._backends: dict[tuple, Backend] = {}
         self._next_backends: dict[tuple, Backend] = {}
@@ -248,14 +250,30 @@ class LoweringCache:
         self._next_backends[key] = found
         return found
 
+    def endpoints(self, key: str, service: dict | None, found: tuple[dict, ...], port: int) -> tuple:
+        """``_endpoints``, the last lowering's result when the Service object
+        and its EndpointSlices are equal to what it was computed from."""
+        last = self._endpoints.get((key, port))
+        if last is not None and (last[0] is service or last[0] == service) and last[1] == found:
+            result = last[2]
+        else:
+            result = _endpoints(key, service, found, port)
+        self._next_endpoints[(key, port)] = (service, found, result)
+        return result
+
     def replace(self, made: list[tuple[tuple, tuple[Server, set[tuple[str, int]]]]]) -> None:
         """End of a lowering: keep what it made (``made``: (key, Server and
         targets)) and the backends asked for."""
         self._backends, self._next_backends = self._next_backends, {}
+        self._endpoints, self._next_endpoints = self._next_endpoints, {}
         self._by_ident, self._by_name = {}, {}
         for key, value in made:
             self._by_ident[_ident(key)] = value
             self._by_name.setdefault((key[0], key[2], key[3]), []).append((key, value))
+
+
+def _endpoints(key: str, service: dict | None, found: tuple[dict, ...], port: int) -> tuple:
+    return endpoints.resolve(key, service, found, port).endpoints
 
 
 def _ident(key: tuple) -> tuple:
@@ -328,8 +346,8 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         tables.append(BoundHosts(address, port, tuple(its_servers), its_any))
         all_servers += its_servers
     make = cache.backend if cache is not None else Backend
-    backends = tuple(make(backend_name(service, port),
-                          endpoints.resolve(service, services.get(service), slices(service), port).endpoints)
+    resolve = cache.endpoints if cache is not None else _endpoints
+    backends = tuple(make(backend_name(service, port), resolve(service, services.get(service), slices(service), port))
                      for service, port in sorted(targets))
     if cache is not None:
         cache.replace(made)

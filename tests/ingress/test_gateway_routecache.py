@@ -155,3 +155,32 @@ def test_cache_reuses_unchanged_routes_and_forgets_removed_ones(monkeypatch):
     out = build(GatewaySnapshot(http_routes=tuple(routes), **base2), GatewayOptions(), NOW, cache=cache)
     assert len(calls) == 1
     assert out == build(GatewaySnapshot(http_routes=tuple(routes), **base2), GatewayOptions(), NOW)
+
+
+def test_cached_lowering_follows_endpoint_and_service_changes():
+    snapshot = _snapshot({"routes": [http_route("r", "a", parents=[{"name": "gw", "namespace": "a"}],
+                                                rules=[rule(backend("svc-0"))])],
+                          "services": {"a/svc-0": service("svc-0", "a")}, "grants": [],
+                          "gateways": [gateway("gw", "a")], "namespaces": {}})
+    table = build(snapshot, GatewayOptions(), NOW).table
+
+    def slice_(address, ready=True):
+        return {"metadata": {"name": "svc-0-1", "namespace": "a", "labels": {"kubernetes.io/service-name": "svc-0"}},
+                "addressType": "IPv4", "ports": [{"name": "", "port": 8080, "protocol": "TCP"}],
+                "endpoints": [{"addresses": [address], "conditions": {"ready": ready}}]}
+    cache = LoweringCache()
+    steps = [({"a/svc-0": service("svc-0", "a")}, (slice_("10.0.0.1"),)),
+             ({"a/svc-0": service("svc-0", "a")}, (slice_("10.0.0.1"),)),
+             ({"a/svc-0": service("svc-0", "a")}, (slice_("10.0.0.2"),)),
+             ({"a/svc-0": service("svc-0", "a")}, (slice_("10.0.0.2", ready=False),)),
+             ({"a/svc-0": service("svc-0", "a", ports=(81,))}, (slice_("10.0.0.2"),)),
+             ({}, (slice_("10.0.0.2"),)),
+             ({"a/svc-0": service("svc-0", "a")}, ())]
+    seen = set()
+    for services, found in steps:
+        args = dict(http_port=80, https_port=443, services=services, slices=lambda key, found=found: found,
+                    secrets={}, now=NOW)
+        cached, fresh = lower(table, cache=cache, **args), lower(table, **args)
+        assert cached == fresh
+        seen.add(cached.backends)
+    assert len(seen) >= 3  # the steps did change the endpoints
