@@ -160,12 +160,15 @@ class RouteCache:
         # (kind, key) -> (route, Services seen, status, (Gateway, listener) attached to, placed entries)
         self._entries: dict[tuple[str, str], tuple] = {}
         self._hosts: dict[tuple, HostRoutes] = {}  # the last build's hosts by (bind, hostname)
+        self._sort_keys: dict[int, tuple] = {}  # id(route) -> (route, creationTimestamp, key), last build's
+        self._next_sort_keys: dict[int, tuple] = {}  # this build's
 
     def begin(self, states: Mapping[str, GatewayState], namespaces: Mapping, grants: tuple) -> None:
         context = (dict(states), namespaces, grants)
         if self._context is None or not all(_same(a, b) for a, b in zip(self._context, context)):
             self._entries = {}
         self._context = context
+        self._next_sort_keys = {}
 
     def get(self, kind: str, key: str, route: Mapping, services: Mapping[str, dict]):
         entry = self._entries.get((kind, key))
@@ -178,6 +181,22 @@ class RouteCache:
 
     def put(self, kind: str, key: str, route: Mapping, seen: dict, status, listeners, placed) -> None:
         self._entries[(kind, key)] = (route, seen, status, listeners, placed)
+
+    def age_order(self, objects) -> list[tuple[str, Mapping]]:
+        """``_age_order``, with each object's sort key (key, creationTimestamp)
+        kept by object identity (the kept object holds its id)."""
+        last, keys = self._sort_keys, self._next_sort_keys
+        pairs = []
+        for obj in objects:
+            if not isinstance(obj, Mapping):
+                continue
+            found = last.get(id(obj))
+            if found is None or found[0] is not obj:
+                found = (obj, _created(obj), _key(obj))
+            keys[id(obj)] = found
+            pairs.append(found)
+        pairs.sort(key=lambda p: (p[1], p[2]))
+        return [(p[2], p[0]) for p in pairs]
 
     def same_hosts(self, hosts: list[HostRoutes]) -> list[HostRoutes]:
         """``hosts`` where each one equal to the last build's is that very
@@ -193,6 +212,7 @@ class RouteCache:
 
     def keep(self, live: set[tuple[str, str]]) -> None:
         """Forget the routes no longer there."""
+        self._sort_keys, self._next_sort_keys = self._next_sort_keys, {}
         for gone in self._entries.keys() - live:
             del self._entries[gone]
 
@@ -202,7 +222,7 @@ def _translate_routes(kind: str, routes, states: Mapping[str, GatewayState], sna
                       cache: RouteCache | None = None, live: set | None = None) -> dict[str, st.RouteStatus]:
     statuses = {}
     make_rule = http_rule if kind == HTTP_ROUTE else grpc_rule
-    for key, route in _age_order(routes):
+    for key, route in (cache.age_order(routes) if cache is not None else _age_order(routes)):
         hit = cache.get(kind, key, route, snapshot.services) if cache is not None else None
         if hit is not None:
             status, listeners, placed = hit
