@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from platformd.ingress import gateway_status as st  # noqa: E402
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot  # noqa: E402
 from platformd.ingress.gateway_lowering import lower  # noqa: E402
-from platformd.ingress.gateway_translate import build  # noqa: E402
+from platformd.ingress.gateway_translate import RouteCache, build  # noqa: E402
 
 GROUP = "gateway.networking.k8s.io"
 CONTROLLER = "platform.io/gateway-controller"
@@ -177,9 +177,10 @@ def bench_route_changes(snapshot: GatewaySnapshot, options: GatewayOptions, chan
     harness = DataPlaneHarness()
 
     cache = LoweringCache()  # as GatewayController keeps it: unchanged hosts keep their Server objects
+    routes_cache = RouteCache()  # as GatewayController keeps it: unchanged routes are not translated again
 
     def configuration(snap: GatewaySnapshot) -> Configuration:
-        table = build(snap, options, time.time()).table
+        table = build(snap, options, time.time(), cache=routes_cache).table
         lowered = lower(table, http_port=80, https_port=443, services=snap.services, slices=slices,
                         secrets={}, now=time.time(), cache=cache)
         return extend(Configuration(), lowered)[0]

@@ -43,7 +43,7 @@ from platformd.ingress.gateway_dataplane import GatewayPlane
 from platformd.ingress.gateway_lowering import Lowered, LoweringCache, lower
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
 from platformd.ingress.gateway_model import GatewayTable
-from platformd.ingress.gateway_translate import GatewayTranslation, build
+from platformd.ingress.gateway_translate import GatewayTranslation, RouteCache, build
 
 __all__ = ["GatewayController", "discover"]
 
@@ -137,6 +137,8 @@ class GatewayController:
         self._applied = 0  # newest version a successful apply carried
         self._used_services: frozenset[str] = frozenset()
         self._servers = LoweringCache()  # the last lowering's Servers, reused for unchanged hosts
+        self._routes = RouteCache()  # the translation of unchanged routes, reused
+        self._caches_lock = threading.Lock()  # held while building with _routes and _servers
         mark = lambda *_: self._runner.run()  # noqa: E731 - handlers only mark work
         for informer in self.informers.values():
             informer.add_handler(FuncHandler(
@@ -221,13 +223,14 @@ class GatewayController:
         """Snapshot -> translate -> lower -> publish (see the module docstring)."""
         options = replace(self.options, publish_addresses=tuple(self._publish_addresses()))
         snapshot, now = self.snapshot(), self._wall_clock()
-        translation = build(snapshot, options, now)
-        lowered = None
-        if self._serving is not None:
-            slices = self._serving.slices.store
-            lowered = lower(translation.table, http_port=options.http_port, https_port=options.https_port,
-                            services=snapshot.services, secrets=snapshot.secrets, now=now,
-                            slices=lambda key: tuple(slices.by_index(_BY_SERVICE, key)), cache=self._servers)
+        with self._caches_lock:  # the caches serve one build at a time (tests call sync beside the runner)
+            translation = build(snapshot, options, now, cache=self._routes)
+            lowered = None
+            if self._serving is not None:
+                slices = self._serving.slices.store
+                lowered = lower(translation.table, http_port=options.http_port, https_port=options.https_port,
+                                services=snapshot.services, secrets=snapshot.secrets, now=now,
+                                slices=lambda key: tuple(slices.by_index(_BY_SERVICE, key)), cache=self._servers)
         with self._lock:
             self._version += 1
             self._built = (translation, lowered, self._version)

@@ -145,6 +145,33 @@ def test_status_is_written_only_when_it_changes(fake_api, loop):
     assert lp.writer.writes == settled
 
 
+def test_unchanged_route_statuses_are_not_rendered_again(fake_api, loop, monkeypatch):
+    from platformd.ingress import gateway_status
+
+    _seed(fake_api)
+    lp = loop()
+    wait_for(lambda: (fake_api.get("HTTPRoute", "default", "route") or {}).get("status", {}).get("parents"))
+    wait_for(lambda: lp.writer.writes >= 3, message="three writes")
+    wait_for(lambda: (lp.gateway.get(resources.HTTP_ROUTES, "default/route") or {}).get("status", {}).get("parents"),
+             message="the informer shows the route's status")
+    lp.gateway.sync()
+    lp.sync_status()  # the stored route shows our status: remembered
+    rendered = []
+    real = gateway_status.render_route
+    monkeypatch.setattr(gateway_status, "render_route", lambda *a: rendered.append(a) or real(*a))
+    lp.gateway.sync()
+    lp.sync_status()
+    assert rendered == []  # the same status against the same stored route
+    # A change of the route is still rendered and written.
+    route = fake_api.get("HTTPRoute", "default", "route")
+    route["spec"]["rules"][0]["backendRefs"][0]["name"] = "missing"
+    fake_api.update(route)
+    wait_for(lambda: any(c["reason"] == "BackendNotFound" for c in
+                         fake_api.get("HTTPRoute", "default", "route")["status"]["parents"][0]["conditions"]),
+             message="ResolvedRefs=False written")
+    assert rendered
+
+
 def test_generation_bump_updates_observed_generation(fake_api, loop):
     _seed(fake_api)
     loop()
