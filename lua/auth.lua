@@ -14,14 +14,7 @@
 -- or a request's Authorization header.
 local M = {}
 
-local null = ngx and require("cjson.safe").null
-
-local function value(x)
-  if x == null then
-    return nil
-  end
-  return x
-end
+local value = require("util.nullable").value
 
 ---------------------------------------------------------------------------
 -- Validation of a posted "auth" entry (util/schema.lua calls it): the

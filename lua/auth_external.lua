@@ -23,7 +23,6 @@
 local M = {}
 
 local ngx = ngx
-local null = ngx and require("cjson.safe").null
 local cjson = ngx and require("cjson.safe")
 
 local METHODS = ngx and {
@@ -31,12 +30,7 @@ local METHODS = ngx and {
   PATCH = ngx.HTTP_PATCH, DELETE = ngx.HTTP_DELETE, OPTIONS = ngx.HTTP_OPTIONS,
 } or {}
 
-local function value(x)
-  if x == null then
-    return nil
-  end
-  return x
-end
+local value = require("util.nullable").value
 
 ---------------------------------------------------------------------------
 -- Pure parts (tests/lua/auth_external_spec.lua)

@@ -25,15 +25,7 @@ local byte = string.byte
 local sub = string.sub
 local SLASH = 47
 
--- JSON null as cjson gives it.
-local null = ngx and require("cjson.safe").null
-
-local function value(x)
-  if x == null then
-    return nil
-  end
-  return x
-end
+local value = require("util.nullable").value
 
 local function compile_list(list, header)
   if list == nil then

@@ -9,16 +9,12 @@
 -- normalised path ($uri) after the matched prefix, with the query kept.
 local sub = string.sub
 
+local value = require("util.nullable").value
+
 local M = {}
 
 --- The raw payload (JSON nulls as `null`) -> the compiled redirect.
-function M.compile(r, null)
-  local function value(x)
-    if x == null then
-      return nil
-    end
-    return x
-  end
+function M.compile(r)
   return { code = r.code, origin = r.scheme .. "://", hostname = value(r.hostname), port = r.port,
            path = value(r.path), prefix_length = value(r.prefix_length) }
 end

@@ -70,12 +70,7 @@ local M = {}
 -- JSON null as the decoder gives it (the stored section is not normalised).
 local null = ngx and require("cjson.safe").null
 
-local function value(x)
-  if x == null then
-    return nil
-  end
-  return x
-end
+local value = require("util.nullable").value
 
 -- How regex routes are tried: PCRE through ngx.re.find ("ijo": case-
 -- insensitive as ingress-nginx's `~*` locations, JIT, compiled once).
@@ -133,7 +128,7 @@ local function compile_policy(p)
   }
   local gateway_redirect = value(p.request_redirect)
   if gateway_redirect ~= nil then
-    policy.request_redirect = request_redirect.compile(gateway_redirect, null)
+    policy.request_redirect = request_redirect.compile(gateway_redirect)
     policy.proxy = false
   end
   -- Served by `fast()` alone: nothing to apply but the proxy itself.

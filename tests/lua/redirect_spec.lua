@@ -5,7 +5,7 @@ local function r(fields)
   for k, v in pairs(fields) do
     payload[k] = v
   end
-  return redirect.compile(payload, nil)
+  return redirect.compile(payload)
 end
 
 describe("redirect.location", function()
