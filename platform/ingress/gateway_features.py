@@ -7,8 +7,10 @@ RequestRedirect is served whole (scheme, hostname, port, ReplaceFullPath /
 ReplacePrefixMatch, 301/302/303/307/308; lua/redirect.lua), so its features
 are. ``GatewayPort8080`` is claimed only when ``--gateway-listener-port``
 maps listener port 8080 to a plain-HTTP local port (``supported``).
-Not listed (yet): path rewrites (only some forms are lowered), header
-modifiers, mirrors, CORS (experimental channel), h2c / WebSocket backends;
+RequestMirror is served whole: percent / fraction, and several per rule
+(one copy each, gateway_filters). Not listed (yet): path rewrites (only some
+forms are lowered), request header modifiers (Host and the framing headers
+cannot be set), CORS (experimental channel), h2c / WebSocket backends;
 timeouts (served in whole seconds per attempt, the read timeout bounding the
 wait between two reads: not the whole-request bound the conformance tests
 time, see docs/gateway-api.md); listener isolation (the shared Ingress table
@@ -38,6 +40,7 @@ SUPPORTED: tuple[str, ...] = (
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
     "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
     "HTTPRouteRequestPercentageMirror",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",

@@ -10,16 +10,17 @@ for that port (``gateway_lowering.backend_name``: ``ns-svc-port.route``,
 the balancer picks an endpoint per copy), with its ``percent`` or
 ``fraction`` as the share of requests copied.
 
-Limits: one RequestMirror per rule (one copy target per request; nginx could
-run several ``mirror`` directives, but the target is per-request data in one
-set of variables). A rule that asks for more is reported unsupported and
-its host is not lowered, rather than served without the copy. A GRPCRoute's
-copy is a gRPC call (h2c) to the Service, from its own fixed location.
+Several RequestMirror filters in a rule (the CRD allows up to 16 filters)
+each send their own copy, with their own share decided per request: the
+first is the ``Mirror``, the others its ``also``; the lane says ``mirror``
+once per copy (mirror.lane_directives). A GRPCRoute's copy is a gRPC call
+(h2c) to the Service, from its own fixed location.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from platformd.ingress import headers as headers_mod
 from platformd.ingress.gateway_model import HeaderModifier, RouteAction
@@ -42,10 +43,7 @@ def gateway_filters(action: RouteAction, backend_name: Callable[[str, int], str]
     """(header program, mirror) of a rule's filters. Raises Unsupported, or
     ValidationError for a header the data plane refuses (CR/LF, framing headers, Host)."""
     program = _program("request", action.request_headers) + _program("response", action.response_headers)
-    mirror = None
-    if action.mirrors:
-        if len(action.mirrors) > 1:
-            raise Unsupported("more than one RequestMirror in a rule is not supported")
-        m = action.mirrors[0]
-        mirror = Mirror(backend=backend_name(m.service, m.port), numerator=m.numerator, denominator=m.denominator)
+    copies = [Mirror(backend=backend_name(m.service, m.port), numerator=m.numerator, denominator=m.denominator)
+              for m in action.mirrors]
+    mirror = replace(copies[0], also=tuple(copies[1:])) if copies else None
     return program, mirror

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from platformd.ingress import custom_errors, traffic
+from platformd.ingress import custom_errors, mirror, traffic
 from platformd.ingress import validate as v
 from platformd.ingress.model import BackendProtocol, Configuration, GlobalSettings, Location, Server
 
@@ -86,7 +86,7 @@ def _pem(field: str, text: str) -> str:
 
 def _mirror_uri(field: str, text: str) -> str:
     """One of the template's fixed mirror locations (mirror.py)."""
-    if text not in ("/_platform_mirror", "/_platform_mirror_nobody", "/_platform_mirror_grpc"):
+    if not mirror.location_uri(text):
         raise v.ValidationError(field, text, "must be one of the fixed mirror locations")
     return text
 
@@ -145,8 +145,9 @@ FILE_DIRECTIVES = frozenset({"proxy_ssl_trusted_certificate", "proxy_ssl_certifi
                              "grpc_ssl_trusted_certificate", "grpc_ssl_certificate", "grpc_ssl_certificate_key"})
 
 # Directives that are repeated rather than set once (the value is one line).
-# None yet; a directive listed here may appear several times in a set.
-REPEATABLE: frozenset[str] = frozenset()
+# A directive listed here may appear several times in a set: `mirror`, one
+# per copy of a request (mirror.lane_directives).
+REPEATABLE: frozenset[str] = frozenset({"mirror"})
 
 
 def directives(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:

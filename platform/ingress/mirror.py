@@ -38,10 +38,14 @@ from typing import Any
 from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
 
-__all__ = ["LOCATION", "Mirror", "lane_directives", "parse_target", "payload"]
+__all__ = ["LOCATION", "MAX_COPIES", "Mirror", "lane_directives", "location_uri", "parse_target", "payload"]
 
-# The fixed internal location of templates/nginx.conf.j2 the copies go through.
+# The fixed internal locations of templates/nginx.conf.j2 the copies go
+# through: LOCATION (+ "_nobody" / "_grpc") for the first copy, that + "/<i>"
+# for copy i >= 2 (one `^~` prefix location per kind: no regex location,
+# which every request would pay for). The CRD allows 16 filters per rule.
 LOCATION = "/_platform_mirror"
+MAX_COPIES = 16
 _PATH = re.compile(r"^/[A-Za-z0-9._~!&()*+,=:@%/?-]*$")
 _REQUEST_URI = "$request_uri"
 
@@ -65,6 +69,10 @@ class Mirror:
     # The Service behind ``backend`` when the translator must create that
     # Backend (an Ingress's mirror-target naming a cluster Service): (ns, name, port).
     service: tuple[str, str, int] | None = None
+    # Further copies of the same request (Gateway API: a rule may repeat
+    # RequestMirror), each with its own target and share; they go with this
+    # one's scheme, URI, Host header and body (one set of per-request variables).
+    also: tuple["Mirror", ...] = ()
 
     def __post_init__(self) -> None:
         if self.scheme not in ("http", "https"):
@@ -86,6 +94,20 @@ class Mirror:
         if not (0 <= self.numerator <= self.denominator and 0 < self.denominator <= 1_000_000):
             raise v.ValidationError("mirror.fraction", f"{self.numerator}/{self.denominator}",
                                     "must be 0 <= numerator <= denominator, denominator 1-1000000")
+        if len(self.also) >= MAX_COPIES:
+            raise v.ValidationError("mirror.also", len(self.also) + 1, f"at most {MAX_COPIES} copies of a request")
+        for other in self.also:
+            if not isinstance(other, Mirror) or other.also:
+                raise v.ValidationError("mirror.also", other, "must be Mirrors without further copies")
+            if (other.scheme, other.uri, other.host, other.request_body) != (
+                    self.scheme, self.uri, self.host, self.request_body):
+                raise v.ValidationError("mirror.also", other.backend or other.address,
+                                        "copies of one request share scheme, URI, Host and body")
+
+    @property
+    def copies(self) -> tuple["Mirror", ...]:
+        """Every copy of a request: this one, then ``also``."""
+        return (self, *self.also)
 
 
 def _address(field: str, text: str) -> str:
@@ -160,7 +182,9 @@ def parse_target(field: str, url: str) -> tuple[str, str | tuple[str, str, int],
 
 def lane_directives(mirror: Mirror | None, protocol: str = "HTTP") -> tuple[tuple[str, str], ...]:
     """The directives of the lane proxying a mirrored route (lanes.py) whose
-    backend protocol is ``protocol`` (a model.BackendProtocol value)."""
+    backend protocol is ``protocol`` (a model.BackendProtocol value): one
+    ``mirror`` per copy, so a lane is per (kind, number of copies) and a
+    reload happens only when such a pair first appears."""
     if mirror is None:
         return ()
     if protocol == "GRPC":
@@ -168,21 +192,40 @@ def lane_directives(mirror: Mirror | None, protocol: str = "HTTP") -> tuple[tupl
         # always with the body (a call without its message is no call).
         if not mirror.request_body:
             raise v.ValidationError("mirror.request_body", False, "a gRPC copy needs the request body")
-        return (("mirror", LOCATION + "_grpc"), ("mirror_request_body", "on"))
-    if protocol == "GRPCS":
+        location, body = LOCATION + "_grpc", "on"
+    elif protocol == "GRPCS":
         raise v.ValidationError("mirror", mirror.backend or mirror.address,
                                 "mirroring a gRPC route over TLS (GRPCS) is not supported")
-    if mirror.request_body:
-        return (("mirror", LOCATION), ("mirror_request_body", "on"))
-    # Without the body the copy must not announce one (Content-Length of
-    # the original): the second location drops it.
-    return (("mirror", LOCATION + "_nobody"), ("mirror_request_body", "off"))
+    elif mirror.request_body:
+        location, body = LOCATION, "on"
+    else:
+        # Without the body the copy must not announce one (Content-Length of
+        # the original): the second location drops it.
+        location, body = LOCATION + "_nobody", "off"
+    uris = [location] + [f"{location}/{i}" for i in range(2, len(mirror.copies) + 1)]
+    return (*(("mirror", uri) for uri in uris), ("mirror_request_body", body))
+
+
+def location_uri(text: str) -> bool:
+    """Whether ``text`` is one of the fixed mirror locations (a copy's index
+    at most MAX_COPIES)."""
+    m = re.fullmatch(re.escape(LOCATION) + r"(_nobody|_grpc)?(?:/([2-9]|1[0-9]))?", text)
+    return m is not None and int(m.group(2) or 1) <= MAX_COPIES
 
 
 def payload(mirror: Mirror | None) -> dict[str, Any] | None:
-    """The policy's "mirror" (lua/mirror.lua)."""
+    """The policy's "mirror" (lua/mirror.lua); further copies under "also"
+    (their own target and share), left out when there are none."""
     if mirror is None:
         return None
+    out = _one(mirror)
+    if mirror.also:
+        out["also"] = [{"address": m.address, "backend": m.backend, "numerator": m.numerator,
+                        "denominator": m.denominator} for m in mirror.also]
+    return out
+
+
+def _one(mirror: Mirror) -> dict[str, Any]:
     return {
         "scheme": mirror.scheme,
         "address": mirror.address,

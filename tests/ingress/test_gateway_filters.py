@@ -2,6 +2,8 @@
 program and mirror (gateway_filters.py), on plain data: semantics, the
 mirror's Backend, and hostile values left out with the reason."""
 
+from dataclasses import replace
+
 import pytest
 
 from platformd.ingress import headers as h
@@ -95,3 +97,19 @@ def test_a_grpc_route_mirror_is_a_grpc_copy():
     loc = _location(out)
     assert loc.mirror == Mirror(backend="default.svc.80.route", numerator=50)
     assert loc.lane_directives == (("mirror", "/_platform_mirror_grpc"), ("mirror_request_body", "on"))
+
+
+def test_several_request_mirrors_each_get_their_copy_and_share():
+    filters = [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": n, "port": 80}, **share}}
+               for n, share in (("svc", {}), ("svc2", {"percent": 30}), ("svc3", {"fraction": {"numerator": 1,
+                                                                                             "denominator": 7}}))]
+    out = _lower(gateway(), http_route(hostnames=["web.example"], rules=[rule(filters=filters)]),
+                 service(), service("svc2"), service("svc3"))
+    loc = _location(out)
+    assert tuple(replace(m, also=()) for m in loc.mirror.copies) == (Mirror(backend="default.svc.80.route"),
+                                 Mirror(backend="default.svc2.80.route", numerator=30),
+                                 Mirror(backend="default.svc3.80.route", numerator=1, denominator=7))
+    # One `mirror` per copy: a lane per (kind, number of copies).
+    assert loc.lane_directives == (("mirror", "/_platform_mirror"), ("mirror", "/_platform_mirror/2"),
+                                   ("mirror", "/_platform_mirror/3"), ("mirror_request_body", "on"))
+    assert {"default.svc2.80.route", "default.svc3.80.route"} <= {b.name for b in out.backends}

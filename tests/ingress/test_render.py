@@ -147,7 +147,8 @@ def test_nginx_conf_has_a_fixed_set_of_lanes_whatever_the_routes():
     assert locations_of(render.render_nginx_conf(one, runtime())) == [
         "/", "@platform_proxy_on", "@platform_proxy_off", "@platform_grpc", "@platform_grpcs",
         "@platform_custom_error", "= /_platform_auth",
-        "= /_platform_mirror", "= /_platform_mirror_nobody", "= /_platform_mirror_grpc",
+        "= /_platform_mirror", "^~ /_platform_mirror/", "= /_platform_mirror_nobody", "^~ /_platform_mirror_nobody/",
+        "= /_platform_mirror_grpc", "^~ /_platform_mirror_grpc/",
         "/", "/configuration", "= /healthz", "= /platform-variables", "/"]
 
 

@@ -132,12 +132,23 @@ def test_request_mirror_with_percent(fake_api, ingress_controller, netns_backend
     assert not [h for h in _hits(backends["shadow"]) if h["path"].startswith("/never")]
 
 
-def test_two_mirrors_in_a_rule_are_reported_not_served_without_them(fake_api, ingress_controller, netns_backends):
-    _setup(fake_api, netns_backends, ["web", "shadow"])
-    mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}}
-    fake_api.create(_plain(http_route(hostnames=["two.example"], rules=[rule(backend("web"), filters=[mirror, mirror])])))
+def test_several_request_mirrors_each_get_their_copy(fake_api, ingress_controller, netns_backends):
+    # HTTPRouteRequestMultipleMirrors: every RequestMirror of a rule gets its copy, each with its own share.
+    backends = _setup(fake_api, netns_backends, ["web", "shadow", "shadow2", "never"])
+
+    def mirror(name, **share):
+        return {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": name, "port": 80}, **share}}
+
+    fake_api.create(_plain(http_route(hostnames=["two.example"], rules=[rule(backend("web"), filters=[
+        mirror("shadow"), mirror("never", percent=0), mirror("shadow2", fraction={"numerator": 1, "denominator": 1})])])))
     running = ingress_controller("--publish-status-address", "192.0.2.1")
     running.wait_ready()
-    wait_for(lambda: "two.example: more than one RequestMirror in a rule is not supported"
-             in running.status()["gateway_api"].get("not_served", ()), 20, message="reported")
-    assert running.get("/", host="two.example").status_code == 404
+    running.wait_served("two.example", "/", "web", timeout=30)
+    assert running.status()["gateway_api"].get("not_served", []) == []
+    for i in range(3):
+        assert running.get(f"/multi/{i}", host="two.example").text == "web"
+    for name in ("shadow", "shadow2"):
+        hits = wait_for(lambda: len([h for h in _hits(backends[name]) if h["path"].startswith("/multi/")]) >= 3
+                        and _hits(backends[name]), 20, message=f"{name} gets its copies")
+        assert sorted(h["path"] for h in hits if h["path"].startswith("/multi/")) == ["/multi/0", "/multi/1", "/multi/2"]
+    assert not [h for h in _hits(backends["never"]) if h["path"].startswith("/multi/")]
