@@ -7,10 +7,14 @@ gets one address of the pool for itself:
 
 1. Gateways are taken oldest first (creationTimestamp, then namespace/name),
    so a new Gateway never takes an address from an older one;
-2. a Gateway whose ``spec.addresses`` asks for IPAddress values gets the
-   first of them that is in the pool and free; asked-for values outside the
-   pool make it ``AddressNotUsable``; Hostname/NamedAddress requests are
-   ``UnsupportedAddress``;
+2. a Gateway whose ``spec.addresses`` asks for an IPAddress gets it when it
+   is in the pool and free; otherwise (outside the pool, in use by an older
+   Gateway, not an IP, or more than one address asked for: a Gateway is
+   served on one address) it is ``Programmed=False AddressNotUsable``, the
+   message naming each value and why, and gets no address: the spec's
+   "at least one of the requested addresses cannot be used"; other address
+   types (Hostname, NamedAddress, a domain-prefixed type) are
+   ``Accepted=False UnsupportedAddress``;
 3. otherwise the address it already shows in ``status.addresses``, when in
    the pool and free (stable across restarts and re-translations);
 4. otherwise the lowest free pool address; none left: ``AddressNotAssigned``.
@@ -113,22 +117,21 @@ def assign(gateways: Iterable[tuple[str, Mapping]], pool: tuple[str, ...],
         if not requested:
             pending.append((key, gw))
             continue
-        unsupported = [v for t, v in requested if t != "IPAddress"]
+        unsupported = [(t, v) for t, v in requested if t != "IPAddress"]
         if unsupported:
+            kind, value = unsupported[0]
             out[key] = Assignment(None, (), st.Condition(
                 st.ACCEPTED, False, st.R_UNSUPPORTED_ADDRESS,
-                f"address type of {unsupported[0]!r} is not supported: only IPAddress"))
+                f"address {value!r} has type {kind!r}, which is not supported: only IPAddress values "
+                "of --gateway-address-pool"))
             continue
-        free = [v for _, v in requested if v in in_pool and v not in taken]
-        if free:
-            taken.add(free[0])
-            out[key] = Assignment(free[0], (("IPAddress", free[0]),))
+        wanted, unusable = _usable([v for _, v in requested], in_pool, taken)
+        if unusable:
+            out[key] = Assignment(None, (), st.Condition(st.PROGRAMMED, False, st.R_ADDRESS_NOT_USABLE,
+                                                         "requested " + "; ".join(unusable)))
             continue
-        values = ", ".join(v for _, v in requested)
-        reason = "in use by another Gateway" if any(v in in_pool for _, v in requested) else \
-            "not in --gateway-address-pool"
-        out[key] = Assignment(None, (), st.Condition(st.PROGRAMMED, False, st.R_ADDRESS_NOT_USABLE,
-                                                     f"requested address {values} is {reason}"))
+        taken.add(wanted)
+        out[key] = Assignment(wanted, (("IPAddress", wanted),))
     later: list[tuple[str, Mapping]] = []
     for key, gw in pending:
         sticky = next((a for a in _shown(gw) if a in in_pool and a not in taken), None)
@@ -147,6 +150,31 @@ def assign(gateways: Iterable[tuple[str, Mapping]], pool: tuple[str, ...],
         taken.add(free)
         out[key] = Assignment(free, (("IPAddress", free),))
     return out
+
+
+def _usable(values: list[str], in_pool: set[str], taken: set[str]) -> tuple[str, list[str]]:
+    """The one address ``values`` ask for, and why each that cannot be used
+    cannot (every value must be usable, as the spec says: a Gateway is not
+    programmed on part of what it asked for)."""
+    canonical: dict[str, str] = {}
+    unusable = []
+    for value in values:
+        try:
+            address = str(ipaddress.ip_address(value))
+        except ValueError:
+            unusable.append(f"address {value!r} is not an IP address")
+            continue
+        if address not in in_pool:
+            unusable.append(f"address {value} is not in --gateway-address-pool")
+        elif address in taken:
+            unusable.append(f"address {value} is in use by another (older) Gateway")
+        else:
+            canonical.setdefault(address, value)
+    if not unusable and len(canonical) > 1:
+        first, *rest = canonical
+        unusable.append(f"address {', '.join(rest)} cannot be used besides {first}: a Gateway is served on "
+                        "one address")
+    return next(iter(canonical), ""), unusable
 
 
 def _unpooled_problem(requested: list[tuple[str, str]], publish: tuple[str, ...]) -> st.Condition | None:

@@ -14,8 +14,9 @@ cannot be set), CORS (experimental channel), h2c / WebSocket backends;
 timeouts (served in whole seconds per attempt, the read timeout bounding the
 wait between two reads: not the whole-request bound the conformance tests
 time, see docs/gateway-api.md); listener isolation (the shared Ingress table
-matches a wildcard for one label only); static addresses (an address asked
-for outside the pool is not refused as the spec wants).
+matches a wildcard for one label only). ``GatewayStaticAddresses``: an
+address asked for is honoured only whole (gateway_addresses: one usable pool
+address, else ``AddressNotUsable``; other types ``UnsupportedAddress``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = ["SUPPORTED", "supported"]
 SUPPORTED: tuple[str, ...] = (
     "GRPCRoute",
     "Gateway",
+    "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",

@@ -24,9 +24,11 @@ RequestRedirect becomes a ``RequestRedirect`` the router completes per
 request (lua/redirect.lua); timeouts become the route's connect/send/read
 timeouts.
 
-A host served only on an HTTPS listener gets ``ssl_redirect`` (plain HTTP
-requests are redirected to HTTPS rather than served); its Server's
-certificate is the first usable Secret of the listener that serves it.
+A host name only HTTPS listeners have goes to the table of the HTTPS port
+(any address): plain HTTP never reaches its routes, so such a request is
+answered as if the name were not there (an HTTP listener matching it, an
+Ingress, the catch-all, or 404), as the spec says, never redirected. A
+Server's certificate is the first usable Secret of the listener that serves it.
 Wildcard hosts keep their name: in the shared table the router matches
 ``*.example.com`` for one label, where Gateway API matches one or more (the
 bound tables match one or more).
@@ -141,7 +143,7 @@ def _cors(action: RouteAction) -> Cors | None:
                 allow_credentials=c.allow_credentials, max_age=c.max_age)
 
 
-def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tuple[str, int], ...]]:
+def _location(entry: RouteEntry) -> tuple[Location, tuple[tuple[str, int], ...]]:
     match, action = entry.match, entry.action
     headers, method = match.headers, match.method
     # gRPC entries keep their implicit content-type and POST conditions, so a
@@ -163,7 +165,7 @@ def _location(entry: RouteEntry, ssl_redirect: bool) -> tuple[Location, tuple[tu
         path = prefix_base(path)
     location = Location(path=path, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
                         cors=_cors(action), rewrite_target=_rewrite_target(entry),
-                        ssl_redirect=ssl_redirect, request_redirect=redirect, conditions=conditions, split=split,
+                        request_redirect=redirect, conditions=conditions, split=split,
                         headers=program, mirror=mirror)
     return location, targets
 
@@ -177,10 +179,10 @@ def _certificate(binds: Iterable[Bind], hostname: str, tls: Iterable[TlsBinding]
     return None
 
 
-def _locations(entries: tuple[RouteEntry, ...], ssl_redirect: bool) -> tuple[list[Location], set[tuple[str, int]]]:
+def _locations(entries: tuple[RouteEntry, ...]) -> tuple[list[Location], set[tuple[str, int]]]:
     locations, seen, targets = [], set(), set()
     for entry in entries:
-        location, used = _location(entry, ssl_redirect=ssl_redirect)
+        location, used = _location(entry)
         key = (location.match, prefix_base(location.path) if location.match is PathMatch.PREFIX else location.path)
         if key in seen or (key, location.conditions) in seen:
             continue  # shadowed by an entry of higher precedence: never matched
@@ -193,11 +195,9 @@ def _locations(entries: tuple[RouteEntry, ...], ssl_redirect: bool) -> tuple[lis
 
 def _host_locations(hosts: list[HostRoutes], shared: bool) -> tuple[list[Location], set[tuple[str, int]]]:
     """The locations of one host name: on the shared ports (``shared``: any
-    address, --http-port and/or --https-port, beside the Ingresses; a host
-    only HTTPS listeners have redirects plain HTTP to HTTPS there) or in one
-    bound table (one bind; plain HTTP never reaches it)."""
-    https_only = shared and all(h.bind.protocol == "HTTPS" for h in hosts)
-    return _locations(hosts[0].entries, ssl_redirect=https_only)
+    address, --http-port and/or --https-port, beside the Ingresses; never a
+    name only HTTPS listeners have, see ``_lower``) or in one bound table."""
+    return _locations(hosts[0].entries)
 
 
 def _server(hostname: str, hosts: list[HostRoutes], table: GatewayTable,
@@ -305,9 +305,10 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         else:  # a pool address or a mapped port: a table of its own (lua/bound.lua)
             bound.setdefault((bind.address, bind.port), {}).setdefault(host.hostname, []).append(host)
     for name, hosts in list(shared.items()):
-        if len(hosts) > 1 and len({h.entries for h in hosts}) > 1:
+        if len(hosts) > 1 and len({h.entries for h in hosts}) > 1 or all(h.bind.protocol == "HTTPS" for h in hosts):
             # Other routes on the HTTP listener than on the HTTPS one (say, a redirect to
-            # https): one table per port, where the name's host is the listener's own.
+            # https): one table per port, where the name's host is the listener's own. A
+            # name only HTTPS listeners have: the HTTPS port's table (plain HTTP must not reach them).
             del shared[name]
             for host in hosts:
                 bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)

@@ -128,17 +128,6 @@ def test_prefix_rewrite_to_slash_is_left_out():
     assert "URLRewrite ReplacePrefixMatch" in out.skipped[0].reason
 
 
-def test_https_only_host_redirects_plain_http_and_carries_its_certificate(cert):
-    secret = tls_secret("cert", *cert)
-    out = _lower(gateway(listeners=[https_listener(hostname="example.com")]), http_route(), secret,
-                 service(), secrets={"default/cert": secret})
-    [server] = out.servers
-    assert server.hostname == "example.com" and server.tls and server.tls_certificate == "default/cert"
-    assert all(loc.ssl_redirect for loc in server.locations)
-    [certificate] = out.certificates
-    assert certificate.id == "default/cert" and certificate.hostnames == ("example.com",)
-
-
 def test_same_host_on_http_and_https_is_one_server_without_ssl_redirect(cert):
     secret = tls_secret("cert", *cert)
     gw = gateway(listeners=[listener(hostname="example.com"), https_listener(hostname="example.com")])

@@ -116,8 +116,8 @@ def test_https_listener_serves_the_route_with_its_certificate(fake_api, ingress_
     with socket.create_connection(("127.0.0.1", running.https_port), timeout=5) as raw:
         with context.wrap_socket(raw, server_hostname="secure.example") as tls:  # verifies the route's certificate
             assert tls.getpeercert()["subject"] == ((("commonName", "secure.example"),),)
-    # An HTTPS-only host redirects plain HTTP to HTTPS.
-    assert running.get("/", host="secure.example").status_code in (301, 302, 307, 308)
+    # The spec: a name only an HTTPS listener has is not served on plain HTTP (404, never a redirect).
+    assert running.get("/", host="secure.example").status_code == 404
 
 
 def test_listener_hostnames_isolate_routes_and_intersect_route_hostnames(fake_api, ingress_controller, netns_backends):
