@@ -201,6 +201,10 @@ def _locations(config: Configuration) -> Iterable[Location]:
     for server in config.servers:
         yield from server.locations
     yield from config.default_server_locations
+    for table in config.bound:  # Gateway tables of their own (a mirrored route there needs its lane too)
+        for server in table.servers:
+            yield from server.locations
+        yield from table.any_host
 
 
 def used(config: Configuration) -> tuple[LaneSpec, ...]:

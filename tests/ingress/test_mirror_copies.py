@@ -73,3 +73,12 @@ def test_mirror_repeats_in_a_lane_but_other_directives_do_not():
     with pytest.raises(v.ValidationError):
         lanes.directives([("mirror_request_body", "on"), ("mirror_request_body", "off")])
     assert h  # the uri parts of a Mirror are headers.Values
+
+
+def test_a_lane_of_a_gateway_table_of_its_own_is_in_nginx_conf():
+    from platformd.ingress.model import BoundHosts, Configuration, Server
+    loc = Location("/", backend="web", mirror=_three())
+    config = Configuration(bound=(BoundHosts(None, 443, (Server("secure.example", locations=(loc,)),)),))
+    assert [spec.directives for spec in lanes.used(config)] == [loc.lane_directives]
+    config = Configuration(bound=(BoundHosts("10.0.0.1", 80, (), any_host=(loc,)),))
+    assert [spec.directives for spec in lanes.used(config)] == [loc.lane_directives]
