@@ -42,6 +42,7 @@ local cidr = require("util.cidr")
 local conditions = require("conditions")
 local weighted = require("weighted")
 local bound = require("bound")
+local wildcards = require("wildcards")
 local request_redirect = require("redirect")
 local changes_now = require("util.changes").current
 local reader = require("util.variable").reader
@@ -252,6 +253,7 @@ function M.assemble(meta, shards)
   end
   compiled.default = compile_host(meta.default, lazy(meta.policies, compile_policy))
   compiled.binds = bound.compile(value(meta.binds), compile_host, lazy(meta.policies, compile_policy), null)
+  compiled.wildcards = wildcards.compile(value(meta.wildcards), compile_host, lazy(meta.policies, compile_policy), null)
   local count = #shards
   local hash = M.hash
   compiled.hosts = setmetatable({}, { __index = function(t, name)
@@ -295,6 +297,12 @@ function M.find(compiled, name)
       host = compiled.hosts["*" .. sub(name, dot)]
       if host ~= nil then
         return host
+      end
+      if compiled.wildcards ~= nil then -- a miss: Gateway wildcards cover more labels (lua/wildcards.lua)
+        host = wildcards.find(compiled.wildcards, name, dot)
+        if host ~= nil then
+          return host
+        end
       end
     end
   end

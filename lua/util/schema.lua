@@ -879,6 +879,14 @@ local function check_meta(data, deps)
   end
   out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
   out.binds = check_binds(data, deps, out.policies)
+  if not absent(data.wildcards, deps) then -- Gateway wildcards, more labels (lua/wildcards.lua)
+    out.wildcards = check_hosts({ hosts = data.wildcards }, deps, out.policies, {}, "data.wildcards")
+    for name in pairs(out.wildcards) do
+      if not name:match("^%*%.") then
+        fail("data.wildcards.hosts[" .. name .. "]", "must be a wildcard *.<domain>")
+      end
+    end
+  end
   out.client_tls = check_meta_client_tls(data, deps)
   out.host_tls = check_meta_host_tls(data, deps)
   return out

@@ -33,7 +33,7 @@ __all__ = ["Attachment", "ParentResult", "attach", "selector_matches"]
 class Attachment:
     gateway: GatewayState
     listener: ListenerState
-    hostnames: tuple[str, ...]
+    hostnames: tuple[str, ...]  # served there: may be () when narrower sibling listeners take them all
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,12 @@ def _selected(ref: Mapping, gateway: GatewayState) -> list[ListenerState]:
             if (not section or lst.name == section) and (port is None or lst.port == port)]
 
 
+def _siblings(listener: ListenerState, gateway: GatewayState) -> list[str | None]:
+    """The hostnames of the Gateway's other served listeners on ``listener``'s port."""
+    return [lst.hostname for lst in gateway.listeners if lst is not listener and lst.port == listener.port
+            and lst.attachable and lst.conflicted is None]
+
+
 def attach(route: Mapping, kind: str, gateways: Mapping[str, GatewayState],
            namespaces: Mapping[str, dict]) -> list[ParentResult]:
     """The result for each of the route's parentRefs that names one of ``gateways``."""
@@ -111,8 +117,9 @@ def attach(route: Mapping, kind: str, gateways: Mapping[str, GatewayState],
         attachments = []
         for lst in allowed:
             names = hostnames.intersect(lst.hostname, route_hostnames)
-            if names:
-                attachments.append(Attachment(gateway, lst, names))
+            if names:  # attached; served only for the names no narrower sibling listener takes
+                served = hostnames.isolated(lst.hostname, names, _siblings(lst, gateway))
+                attachments.append(Attachment(gateway, lst, served))
         if not attachments:
             results.append(ParentResult(written, st.Condition(
                 st.ACCEPTED, False, st.R_NO_MATCHING_LISTENER_HOSTNAME,

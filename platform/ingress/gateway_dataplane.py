@@ -55,7 +55,8 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
         certificates=_certificates(config.certificates, lowered.certificates),
         default_server_locations=merge_locations(config.default_server_locations, lowered.any_host),
         bound=_with_ingress_paths(config, lowered.bound),
-        default_certificate=config.default_certificate or lowered.any_certificate)
+        default_certificate=config.default_certificate or lowered.any_certificate,
+        gateway_wildcards=tuple(s for s in lowered.wildcards if s.hostname not in aliases))
     return extended, left_out
 
 

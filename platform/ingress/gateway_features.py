@@ -13,8 +13,10 @@ forms are lowered), request header modifiers (Host and the framing headers
 cannot be set), CORS (experimental channel), h2c / WebSocket backends;
 timeouts (served in whole seconds per attempt, the read timeout bounding the
 wait between two reads: not the whole-request bound the conformance tests
-time, see docs/gateway-api.md); listener isolation (the shared Ingress table
-matches a wildcard for one label only). ``GatewayStaticAddresses``: an
+time, see docs/gateway-api.md). ``GatewayHTTPListenerIsolation``: a request
+reaches only the most specific listener's routes (gateway_hostnames.isolated),
+Gateway wildcards cover more labels in the shared table too (gateway_wildcards).
+``GatewayStaticAddresses``: an
 address asked for is honoured only whole (gateway_addresses: one usable pool
 address, else ``AddressNotUsable``; other types ``UnsupportedAddress``).
 """
@@ -29,6 +31,7 @@ __all__ = ["SUPPORTED", "supported"]
 SUPPORTED: tuple[str, ...] = (
     "GRPCRoute",
     "Gateway",
+    "GatewayHTTPListenerIsolation",
     "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",

@@ -8,7 +8,9 @@ A wildcard ``*.example.com`` matches one or more labels in front of
 
 from __future__ import annotations
 
-__all__ = ["ANY", "intersect", "matches", "specificity"]
+from collections.abc import Iterable
+
+__all__ = ["ANY", "intersect", "isolated", "matches", "specificity"]
 
 ANY = "*"
 
@@ -53,6 +55,21 @@ def intersect(listener: str | None, route_hostnames: tuple[str, ...]) -> tuple[s
         elif _covers(name, listener):
             found.add(listener)
     return tuple(sorted(found))
+
+
+def isolated(listener: str | None, names: tuple[str, ...], siblings: Iterable[str | None]) -> tuple[str, ...]:
+    """Of ``names`` (a route's hostnames on a listener of hostname
+    ``listener``), those the listener really handles: a request goes to the
+    most specific listener of the Gateway's port that matches its host
+    (listener isolation), so a name that a narrower sibling listener covers
+    whole is that sibling's (``bar.example.com`` of a route on the listener
+    without hostname belongs to a ``*.example.com`` sibling, and a route
+    there gets none of its requests)."""
+    listener = listener or ANY
+    narrower = [s for s in (s or ANY for s in siblings) if s != listener and _covers(listener, s)]
+    if not narrower:
+        return names
+    return tuple(n for n in names if not any(_covers(s, n) for s in narrower))
 
 
 def specificity(hostname: str) -> tuple[int, int]:

@@ -30,8 +30,9 @@ answered as if the name were not there (an HTTP listener matching it, an
 Ingress, the catch-all, or 404), as the spec says, never redirected. A
 Server's certificate is the first usable Secret of the listener that serves it.
 Wildcard hosts keep their name: in the shared table the router matches
-``*.example.com`` for one label, where Gateway API matches one or more (the
-bound tables match one or more).
+``*.example.com`` for one label (an Ingress's), so the shared wildcard
+Servers are also handed over as ``Lowered.wildcards``, looked up for more
+labels on a miss (gateway_wildcards); the bound tables match one or more.
 
 ``merge`` puts the lowered Servers beside the Ingress ones: on a host both
 have, the locations are united and, for the very same match and path, the
@@ -52,7 +53,7 @@ from dataclasses import dataclass, replace
 from platformd.common import gcpause
 from platformd.ingress import certificates, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
-from platformd.ingress import gateway_matches
+from platformd.ingress import gateway_matches, gateway_wildcards
 from platformd.ingress import validate as v
 from platformd.ingress.gateway_filters import Unsupported as _FilterUnsupported
 from platformd.ingress.gateway_filters import gateway_filters
@@ -90,6 +91,8 @@ class Lowered:
     # The certificate of an HTTPS listener without hostname (the first one): for SNI names no
     # certificate lists, unless the Ingresses name a default certificate (one for all addresses).
     any_certificate: str | None = None
+    # The wildcard Servers of ``servers`` again, matched for more labels on a miss (gateway_wildcards).
+    wildcards: tuple[Server, ...] = ()
 
 
 def backend_name(service: str, port: int) -> str:
@@ -364,7 +367,8 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
             certs.append(Certificate(key, loaded.cert_pem, loaded.key_pem, hostnames=tuple(sorted(names))))
     if not any(c.id == any_certificate for c in certs):
         any_certificate = None
-    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped), tuple(tables), any_host, any_certificate)
+    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped), tuple(tables), any_host, any_certificate,
+                   gateway_wildcards.of(servers))
 
 
 def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server, ...]:

@@ -730,6 +730,9 @@ class Configuration:
     default_certificate: str | None = None
     bound: tuple[BoundHosts, ...] = ()  # Gateway hosts of one local address / port (lua/bound.lua)
     passthrough: tuple[Passthrough, ...] = ()  # ssl-passthrough hosts (rendered: a change reloads)
+    # Gateway wildcard hosts of the shared table again, their own locations only: matched
+    # for more than one label when nothing else matched (gateway_wildcards, lua/wildcards.lua).
+    gateway_wildcards: tuple[Server, ...] = ()
 
     def __post_init__(self) -> None:
         _set(self, "servers", _unique_sorted(self.servers, _HOSTNAME, "servers"))
@@ -747,6 +750,11 @@ class Configuration:
         if len({b.key for b in self.bound}) != len(self.bound):
             raise v.ValidationError("bound", [b.key for b in self.bound], "two tables for one address and port")
         _set(self, "bound", tuple(sorted(self.bound, key=lambda b: b.key)))
+        if self.gateway_wildcards:
+            if any(not s.hostname.startswith("*.") or s.aliases for s in self.gateway_wildcards):
+                raise v.ValidationError("gateway_wildcards", [s.hostname for s in self.gateway_wildcards],
+                                        "must be wildcard Servers without aliases")
+            _set(self, "gateway_wildcards", _unique_sorted(self.gateway_wildcards, _HOSTNAME, "gateway_wildcards"))
 
     def backend(self, name: str) -> Backend | None:
         for backend in self.backends:

@@ -16,7 +16,8 @@ Payload::
      "hsts": "max-age=...; includeSubDomains" | "",    # sent on https to hsts hosts
      "ssl_redirect": {"code": 308, "port": 443},
      "binds": [...],                                   # per address / port tables (bound.py)
-     "client_tls": {...}, "host_tls": {...}}            # only when used: client_tls.py, host_tls.py
+     "client_tls": {...}, "host_tls": {...},            # only when used: client_tls.py, host_tls.py
+     "wildcards": {"*.<domain>": host}}                 # only when used: gateway_wildcards.py
     host = {"hsts": bool, "redirect": {"code", "target"} | null,
             "client_tls": {"id", "verify", ...},               # only when the host asks (client_tls.py)
             "exact": {"/p": route}, "prefix": {"/p": route},   # canonical prefix: no trailing "/"
@@ -56,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from platformd.ingress import auth as auth_mod
-from platformd.ingress import bound, client_tls, headers, host_tls, lanes, mirror, route_choice
+from platformd.ingress import bound, client_tls, gateway_wildcards, headers, host_tls, lanes, mirror, route_choice
 from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
 from platformd.ingress import www_redirect
@@ -319,8 +320,11 @@ class RouteTable:
         for _, used in table.hosts.values():
             policies.update(used)
         policies.update(table.bound_policies)
+        policies.update(table.wildcard_policies)
         whole = {"hosts": hosts, "default": table.default, "policies": policies,
                  "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "binds": table.binds}
+        if table.wildcards:
+            whole["wildcards"] = table.wildcards
         if table.client_tls:
             whole["client_tls"] = table.client_tls
         if table.host_tls:
@@ -346,7 +350,7 @@ class RouteTable:
         out = []
         with self._lock:
             meta_key = (id(table.default), table.hsts, tuple(table.ssl_redirect.values()), id(table.binds),
-                        table.client_tls, table.host_tls)
+                        table.client_tls, table.host_tls, id(table.wildcards))
             if self._meta is None or self._meta[0] != meta_key:
                 meta = {"default": table.default, "policies": {**table.default_policies, **table.bound_policies},
                         "hsts": table.hsts, "ssl_redirect": table.ssl_redirect, "shards": SHARDS,
@@ -355,7 +359,10 @@ class RouteTable:
                     meta["client_tls"] = table.client_tls
                 if table.host_tls:
                     meta["host_tls"] = table.host_tls
-                self._meta = (meta_key, meta, table.default, table.binds)
+                if table.wildcards:  # Gateway wildcards, more labels (gateway_wildcards)
+                    meta["wildcards"] = table.wildcards
+                    meta["policies"] = {**meta["policies"], **table.wildcard_policies}
+                self._meta = (meta_key, meta, table.default, table.binds, table.wildcards)
             out.append(self._meta[1])
             for index, members in enumerate(grouped):
                 last = self._shards[index]
@@ -400,7 +407,7 @@ class RouteTable:
 
     def _table(self, config: Configuration) -> "_Table":
         inputs = (config.servers, config.default_server_locations, config.default_backend, config.settings,
-                  config.bound)
+                  config.bound, config.gateway_wildcards)
         with self._lock:
             last = self._last
         if last is not None and _same(last[0], inputs):
@@ -425,6 +432,8 @@ class RouteTable:
         default, default_policies = _default_entry(config, policies)
         binds, bound_policies = bound.payload(config, lambda server: _server_entry(server, policies),
                                               lambda name, locations: _host(name, locations, policies, hsts=False))
+        wildcards, wildcard_policies = gateway_wildcards.payload(config.gateway_wildcards,
+                                                                 lambda server: _server_entry(server, policies))
         with self._lock:
             self._recent, self._settings, self._policies = (used, *recent[:1]), settings, policies
             self._recent_hosts = hosts
@@ -432,7 +441,8 @@ class RouteTable:
         return _Table(hosts, default, default_policies, hsts_value(settings),
                       {"code": settings.tls.redirect_code, "port": settings.listen.https_port},
                       binds, bound_policies,
-                      client_tls.handshake_data(config.servers), host_tls.handshake_data(config.servers))
+                      client_tls.handshake_data(config.servers), host_tls.handshake_data(config.servers),
+                      wildcards, wildcard_policies)
 
 
 def _entry_of(server: Server, caches: Iterable[dict[int, tuple]], policies: "_Policies") -> tuple:
@@ -493,6 +503,8 @@ class _Table:
     bound_policies: dict
     client_tls: dict  # client_tls.handshake_data: names -> policy id, CA bundles
     host_tls: dict  # host_tls.handshake_data: names -> key, cipher settings
+    wildcards: dict  # gateway_wildcards.payload: Gateway "*.<domain>" hosts, more labels
+    wildcard_policies: dict
 
 
 def _same(before: tuple, now: tuple) -> bool:
