@@ -547,7 +547,12 @@ end
 function M.balance_lane()
   local ctx = ngx.ctx
   local timeouts = ctx.platform_timeouts
-  if timeouts ~= nil then
+  if ctx.platform_deadline ~= nil then -- Gateway API timeouts: this attempt's, in ms (lua/deadline.lua)
+    local ok, err = set_timeouts(require("deadline").timeouts(ctx.platform_deadline))
+    if not ok then
+      ngx.log(ngx.ERR, "set_timeouts: ", err)
+    end
+  elseif timeouts ~= nil then
     local ok, err = set_timeouts(timeouts[1], timeouts[2], timeouts[3])
     if not ok then
       ngx.log(ngx.ERR, "set_timeouts: ", err)

@@ -43,6 +43,7 @@ local conditions = require("conditions")
 local weighted = require("weighted")
 local bound = require("bound")
 local wildcards = require("wildcards")
+local deadline = require("deadline")
 local request_redirect = require("redirect")
 local changes_now = require("util.changes").current
 local reader = require("util.variable").reader
@@ -152,6 +153,7 @@ local function compile_policy(p)
   end
   policy.headers = headers.compile(p.headers)
   policy.mirror = mirror.compile(p.mirror)
+  policy.deadline = deadline.compile(p.deadline)
   if p.limit_allow ~= nil and p.limit_allow[1] ~= nil then
     policy.limit_allow = assert(cidr.compile(p.limit_allow))
   end
@@ -672,6 +674,9 @@ function M.route(lane)
     ngx_var.platform_scheme = policy.auto_scheme and ngx_var.scheme or policy.scheme
     ngx_var.platform_upstream_host = policy.upstream_vhost or ngx_var.host
     ngx.ctx.platform_timeouts = policy.timeouts
+    if policy.deadline ~= nil then -- Gateway API timeouts, per attempt (lua/deadline.lua)
+      ngx.ctx.platform_deadline = policy.deadline
+    end
     if policy.traffic ~= nil then
       traffic.apply(policy.traffic, location.rewrite ~= nil)
     end

@@ -572,7 +572,7 @@ local function check_route_policy(value, path, deps)
       fail(path .. ".auth", problem)
     end
   end
-  for _, part in ipairs({ "headers", "mirror" }) do -- checked by their own modules
+  for _, part in ipairs({ "headers", "mirror", "deadline" }) do -- checked by their own modules
     local ok, err = require(part).check(value[part], path .. "." .. part)
     if not ok then
       fail(path .. "." .. part, err)

@@ -10,10 +10,11 @@ maps listener port 8080 to a plain-HTTP local port (``supported``).
 RequestMirror is served whole: percent / fraction, and several per rule
 (one copy each, gateway_filters). Not listed (yet): path rewrites (only some
 forms are lowered), request header modifiers (Host and the framing headers
-cannot be set), CORS (experimental channel), h2c / WebSocket backends;
-timeouts (served in whole seconds per attempt, the read timeout bounding the
-wait between two reads: not the whole-request bound the conformance tests
-time, see docs/gateway-api.md). ``GatewayHTTPListenerIsolation``: a request
+cannot be set), CORS (experimental channel), h2c / WebSocket backends.
+Timeouts are claimed: milliseconds, each attempt bounded by
+``backendRequest`` and by the time left of ``request`` (deadline.py; an
+answer that has begun streaming is not cut off at the deadline, see
+docs/gateway-api.md). ``GatewayHTTPListenerIsolation``: a request
 reaches only the most specific listener's routes (gateway_hostnames.isolated),
 Gateway wildcards cover more labels in the shared table too (gateway_wildcards).
 ``GatewayStaticAddresses``: an
@@ -37,6 +38,7 @@ SUPPORTED: tuple[str, ...] = (
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendTimeout",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -47,6 +49,7 @@ SUPPORTED: tuple[str, ...] = (
     "HTTPRouteRequestMirror",
     "HTTPRouteRequestMultipleMirrors",
     "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",

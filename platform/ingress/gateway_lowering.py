@@ -21,8 +21,8 @@ hostname ("*") is a table's ``any_host``; on the shared ports it joins the
 catch-all (``Lowered.any_host``). Both kinds of table are compiled by the
 router's own host code, so conditions and splits work alike in them.
 RequestRedirect becomes a ``RequestRedirect`` the router completes per
-request (lua/redirect.lua); timeouts become the route's connect/send/read
-timeouts.
+request (lua/redirect.lua); timeouts become the location's ``deadline``
+(milliseconds per attempt and for the whole request, deadline.py).
 
 A host name only HTTPS listeners have goes to the table of the HTTPS port
 (any address): plain HTTP never reaches its routes, so such a request is
@@ -46,12 +46,11 @@ the Ingress paths of a name to its host in a bound table.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from platformd.common import gcpause
-from platformd.ingress import certificates, endpoints
+from platformd.ingress import certificates, deadline, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_matches, gateway_wildcards
 from platformd.ingress import validate as v
@@ -60,7 +59,7 @@ from platformd.ingress.gateway_filters import gateway_filters
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
 from platformd.ingress.model import (
     Backend, BackendProtocol, BoundHosts, Certificate, Cors, Location, PathMatch, ProxySettings, RequestRedirect,
-    Server, Timeouts, prefix_base, service_backend_name,
+    Server, prefix_base, service_backend_name,
 )
 
 __all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge", "merge_locations"]
@@ -112,18 +111,6 @@ def _redirect(action: RouteAction) -> RequestRedirect:
                            path_kind=r.path_kind, path=r.path, prefix=r.prefix)
 
 
-def _timeouts(action: RouteAction) -> Timeouts:
-    """``timeouts.backendRequest`` (else ``request``) as the route's connect,
-    send and read timeouts: whole seconds (rounded up), per attempt, and the
-    read timeout bounds the wait between two reads, not the whole answer (the
-    approximation docs/gateway-api.md states). nginx answers 504 when one runs out."""
-    limit = action.backend_timeout or action.request_timeout
-    if limit is None:
-        return Timeouts()
-    seconds = min(max(1, math.ceil(limit)), 86400)
-    return Timeouts(connect=seconds, send=seconds, read=seconds)
-
-
 def _rewrite_target(entry: RouteEntry) -> str | None:
     rewrite = entry.action.rewrite
     if rewrite is None or rewrite.path_kind is None:
@@ -161,15 +148,15 @@ def _location(entry: RouteEntry) -> tuple[Location, tuple[tuple[str, int], ...]]
     else:
         backend, split, targets = gateway_matches.backends(action.backends, backend_name)
     proxy = ProxySettings(protocol=BackendProtocol.GRPC if action.grpc else BackendProtocol.HTTP,
-                          upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "",
-                          timeouts=_timeouts(action))
+                          upstream_vhost=(action.rewrite.hostname or "") if action.rewrite else "")
     path = match.path.value
     if match.path.kind == "PathPrefix":  # "/foo/" is "/foo": one key, so its candidates keep their order
         path = prefix_base(path)
     location = Location(path=path, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
                         cors=_cors(action), rewrite_target=_rewrite_target(entry),
                         request_redirect=redirect, conditions=conditions, split=split,
-                        headers=program, mirror=mirror)
+                        headers=program, mirror=mirror,
+                        deadline=deadline.from_seconds(action.request_timeout, action.backend_timeout))
     return location, targets
 
 

@@ -32,6 +32,7 @@ from typing import Iterable
 
 from platformd.ingress import headers as headers_mod
 from platformd.ingress import validate as v
+from platformd.ingress.deadline import Deadline
 from platformd.ingress.mirror import Mirror
 from platformd.ingress.backend_tls import BackendTlsAsk
 from platformd.ingress.client_tls import ClientTls
@@ -448,6 +449,9 @@ class Location:
     conditions: Conditions | None = None
     # Weighted backends instead of ``backend``: ((name | None: answer 500, weight), ...).
     split: tuple[tuple[str | None, int], ...] = ()
+    # Gateway API timeouts: per attempt in milliseconds, with a whole-request deadline
+    # (platformd.ingress.deadline); set per attempt in the lane's balancer phase.
+    deadline: Deadline | None = None
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)

@@ -31,7 +31,8 @@ Payload::
               "limit_rps", "limit_burst", "limit_connections",
               "auth": {...} | null,                          # platformd.ingress.auth.payload
               "request_redirect": {...} | null,        # bound.redirect_payload
-              "headers": [statement] | null (headers.payload), "mirror": {...} | null (mirror.payload)}
+              "headers": [statement] | null (headers.payload), "mirror": {...} | null (mirror.payload),
+              "deadline": {"request_ms", "attempt_ms"} (only when set: deadline.payload)}
 
 Names are a server's hostname and aliases (``*.example.com`` covers
 exactly one label). ``fast``: the route's settings equal the defaults
@@ -57,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from platformd.ingress import auth as auth_mod
-from platformd.ingress import bound, client_tls, gateway_wildcards, headers, host_tls, lanes, mirror, route_choice
+from platformd.ingress import bound, client_tls, deadline, gateway_wildcards, headers, host_tls, lanes, mirror, route_choice
 from platformd.ingress import traffic as traffic_mod
 from platformd.ingress import validate as v
 from platformd.ingress import www_redirect
@@ -131,12 +132,13 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
             and not limit.connections and loc.cors is None and loc.auth is None
             and not loc.headers and not settings.headers and loc.mirror is None
             and loc.traffic == traffic_mod.DEFAULT
-            and loc.conditions is None and not loc.split)  # chosen per request: route() decides
+            and loc.conditions is None and not loc.split  # chosen per request: route() decides
+            and loc.deadline is None)  # set per attempt by the lane (deadline.py)
     redirect = None
     if loc.redirect is not None:
         redirect = {"code": loc.redirect.code,
                     "target": v.redirect_target("redirect.target", loc.redirect.target)}
-    return {
+    policy = {
         "fast": fast,
         "lane": (lanes.lane_name(lanes.base_lane(loc, settings), loc.lane_directives) if loc.lane_directives
                  else lanes.base_lane(loc, settings)),
@@ -165,6 +167,9 @@ def _policy(loc: Location, settings: GlobalSettings) -> dict[str, Any]:
         "limit_status": [limit.req_status, limit.conn_status],
         "traffic": traffic_mod.policy(loc.traffic),
     }
+    if loc.deadline is not None:  # only when set: other policies (and their ids) stay as they were
+        policy["deadline"] = deadline.payload(loc.deadline)
+    return policy
 
 
 def _rewrite_pattern(loc: Location) -> str | None:
@@ -198,7 +203,7 @@ class _Policies:
     def id_of(self, loc: Location) -> tuple[str, dict[str, Any]]:
         key = (loc.proxy, loc.access, loc.rate_limit, loc.cors, loc.rewrite_target, loc.redirect, loc.ssl_redirect,
                loc.lane_directives, loc.auth, loc.request_redirect, loc.headers, loc.mirror, loc.traffic,
-               loc.conditions is None and not loc.split)
+               loc.conditions is None and not loc.split, loc.deadline)
         hit = self.by_key.get(key)
         if hit is None:
             policy = _policy(loc, self.settings)

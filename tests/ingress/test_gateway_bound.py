@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from platformd.ingress import bound, routes
+from platformd.ingress.deadline import Deadline
 from platformd.ingress.gateway_dataplane import extend, with_listen_ports
 from platformd.ingress.gateway_input import GatewayOptions
 from platformd.ingress.gateway_lowering import lower
@@ -105,13 +106,15 @@ def test_request_redirects_refuse_unsafe_values(bad):
         RequestRedirect(**{**fields, **bad})
 
 
-def test_timeouts_become_the_routes_whole_second_timeouts():
-    def timeouts(spec):
+def test_timeouts_become_the_routes_deadline_in_milliseconds():
+    def lowered(spec):
         out = _lower(gateway(), http_route(hostnames=["a.example"], rules=[rule(timeouts=spec)]), service())
-        return out.servers[0].locations[0].proxy.timeouts
-    assert timeouts({"request": "1500ms"}) == Timeouts(2, 2, 2)
-    assert timeouts({"request": "10s", "backendRequest": "3s"}) == Timeouts(3, 3, 3)
-    assert timeouts({"request": "0s"}) == Timeouts()
+        return out.servers[0].locations[0]
+    assert lowered({"request": "1500ms"}).deadline == Deadline(request_ms=1500)
+    assert lowered({"request": "10s", "backendRequest": "3s"}).deadline == Deadline(10000, 3000)
+    assert lowered({"backendRequest": "250ms"}).deadline == Deadline(attempt_ms=250)
+    assert lowered({"request": "0s"}).deadline is None
+    assert lowered({"request": "1500ms"}).proxy.timeouts == Timeouts()  # the deadline decides per attempt
 
 
 def test_a_backend_request_timeout_longer_than_the_request_drops_the_rule():

@@ -6,7 +6,8 @@ from platformd.ingress import routes
 from platformd.ingress.gateway_dataplane import extend
 from platformd.ingress.gateway_input import GatewayOptions
 from platformd.ingress.gateway_lowering import LoweringCache, lower
-from platformd.ingress.model import Configuration, Location, RequestRedirect, Timeouts
+from platformd.ingress.deadline import Deadline
+from platformd.ingress.model import Configuration, Location, RequestRedirect
 from platformd.ingress.route_choice import Conditions, ValueMatch
 from tests.ingress.gateway_objects import (
     NOW, backend, gateway, http_route, listener, path, rule, service, translate,
@@ -46,7 +47,7 @@ def test_a_pool_address_table_carries_conditions_splits_redirects_and_timeouts()
     assert ("/", None, (("default.svc.80.route", 3), ("default.web.80.route", 1)), False, False) in by
     assert ("/old", None, (), True, True) in by
     [split] = [loc for loc in server.locations if loc.split]
-    assert split.proxy.timeouts == Timeouts(5, 5, 5)
+    assert split.deadline == Deadline(request_ms=5000)
     # In the payload the bound host chains its candidates like a host of the shared table.
     data = routes.payload(Configuration(bound=out.bound, backends=out.backends))
     [bind] = data["binds"]

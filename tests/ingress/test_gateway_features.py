@@ -27,8 +27,10 @@ def test_redirect_features_are_claimed_and_port_8080_only_when_mapped_plain():
             "HTTPRoute308RedirectStatusCode", "HTTPRouteRequestMirror", "HTTPRouteRequestPercentageMirror",
             "HTTPRouteRequestMultipleMirrors", "HTTPRouteResponseHeaderModification",
             "GatewayStaticAddresses", "GatewayHTTPListenerIsolation"} <= set(gateway_features.SUPPORTED)
+    assert {"HTTPRouteRequestTimeout", "HTTPRouteBackendTimeout"} <= set(gateway_features.SUPPORTED)
     # Served only approximately or not at all: never claimed.
-    assert not {"HTTPRouteRequestTimeout", "HTTPRouteBackendTimeout"} & set(gateway_features.SUPPORTED)
+    assert not {"HTTPRouteRewritePath", "HTTPRouteRequestHeaderModification", "HTTPRouteCORS",
+                "GatewayInfrastructurePropagation"} & set(gateway_features.SUPPORTED)
     assert "GatewayPort8080" not in gateway_features.supported(set())
     assert "GatewayPort8080" not in gateway_features.supported({8443})
     mapped = gateway_features.supported({8080})
