@@ -26,11 +26,7 @@ from platformd.ingress import headers as headers_mod
 from platformd.ingress.gateway_model import HeaderModifier, RouteAction
 from platformd.ingress.mirror import Mirror
 
-__all__ = ["Unsupported", "gateway_filters"]
-
-
-class Unsupported(Exception):
-    """These filters cannot be served as asked (one sentence)."""
+__all__ = ["gateway_filters"]
 
 
 def _program(side: str, modifier: HeaderModifier | None) -> tuple:
@@ -40,8 +36,9 @@ def _program(side: str, modifier: HeaderModifier | None) -> tuple:
 
 
 def gateway_filters(action: RouteAction, backend_name: Callable[[str, int], str]) -> tuple[tuple, Mirror | None]:
-    """(header program, mirror) of a rule's filters. Raises Unsupported, or
-    ValidationError for a header the data plane refuses (CR/LF, framing headers, Host)."""
+    """(header program, mirror) of a rule's filters. Raises ValidationError for
+    a header the data plane refuses (CR/LF, framing headers, Host) or more
+    copies than a lane can say (mirror.MAX_COPIES)."""
     program = _program("request", action.request_headers) + _program("response", action.response_headers)
     copies = [Mirror(backend=backend_name(m.service, m.port), numerator=m.numerator, denominator=m.denominator)
               for m in action.mirrors]

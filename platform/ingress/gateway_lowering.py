@@ -54,7 +54,6 @@ from platformd.ingress import certificates, deadline, endpoints
 from platformd.ingress import gateway_hostnames as hostnames
 from platformd.ingress import gateway_matches, gateway_wildcards
 from platformd.ingress import validate as v
-from platformd.ingress.gateway_filters import Unsupported as _FilterUnsupported
 from platformd.ingress.gateway_filters import gateway_filters
 from platformd.ingress.gateway_model import Bind, GatewayTable, HostRoutes, RouteAction, RouteEntry, TlsBinding
 from platformd.ingress.model import (
@@ -324,7 +323,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
                     server, used = hit if hit is not None else _server(name, hosts, table, is_shared)
                     made.append((key, (server, used)))
                     servers.append(server)
-            except (_Unsupported, _FilterUnsupported, v.ValidationError) as exc:
+            except (_Unsupported, v.ValidationError) as exc:
                 skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
                 continue
             targets.update(used)
