@@ -8,10 +8,11 @@
 --   GET /memory  {"master": {"pid", "lua_kb"},
 --                 "workers": [{"id", "pid", "lua_kb"}, ...],   (by id)
 --                 "dicts": {"<name>": {"capacity", "free"}, ...}}
---   lua_kb: collectgarbage("count") when the process last recorded it: the
---   master at the end of init_by_lua, each worker on every warm-up tick
---   (platform.WARM_INTERVAL), so at most that old. It includes garbage not
---   yet collected. capacity/free: bytes (ngx.shared.DICT:capacity and
+--   lua_kb: collectgarbage("count") as the process last recorded it: the
+--   master at the end of init_by_lua, each worker on a warm-up tick
+--   (platform.WARM_INTERVAL) when its heap moved by more than RECORD_KB since
+--   it last wrote it, so within that of the heap 0.2 s ago. It includes
+--   garbage not yet collected. capacity/free: bytes (ngx.shared.DICT:capacity and
 --   free_space: whole free pages; a page holding any key counts as used).
 --
 -- Recorded into the dict `platform_configuration` as numbers under keys of
@@ -33,25 +34,40 @@ local function keys(id)
   return "memory:" .. id .. ":kb", "memory:" .. id .. ":pid"
 end
 
-local worker_keys -- this worker's two keys, built once
+-- A tick writes the dict only when the heap moved by more than this: an idle
+-- worker's tick then costs a comparison, not two dict writes (the tick runs
+-- in the same process as the requests bench/instructions.py counts).
+M.RECORD_KB = 64
 
-local function record(kb_key, pid_key)
+local worker_kb_key -- this worker's key, built once
+local recorded_kb = nil -- what this worker last wrote
+
+local function record(kb_key, pid_key, kb)
   local dict = store()
-  dict:safe_set(kb_key, collectgarbage("count"))
+  dict:safe_set(kb_key, kb)
   dict:safe_set(pid_key, ngx.worker.pid())
 end
 
 --- Master, at the end of init_by_lua: its heap as the workers inherit it.
 function M.record_master()
-  record(keys("master"))
+  local kb_key, pid_key = keys("master")
+  record(kb_key, pid_key, collectgarbage("count"))
 end
 
 --- Each worker, from the warm-up timer.
 function M.record()
-  if worker_keys == nil then
-    worker_keys = { keys(ngx.worker.id() or 0) }
+  local kb = collectgarbage("count")
+  if recorded_kb ~= nil and math.abs(kb - recorded_kb) <= M.RECORD_KB then
+    return
   end
-  record(worker_keys[1], worker_keys[2])
+  if worker_kb_key == nil then
+    local pid_key
+    worker_kb_key, pid_key = keys(ngx.worker.id() or 0)
+    record(worker_kb_key, pid_key, kb) -- the pid once
+  else
+    store():safe_set(worker_kb_key, kb)
+  end
+  recorded_kb = kb
 end
 
 local function entry(id)

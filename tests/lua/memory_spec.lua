@@ -58,6 +58,31 @@ describe("memory", function()
     end)
   end)
 
+  it("writes a worker's heap again only when it moved by more than RECORD_KB", function()
+    with_memory({ id = 0, pid = 7 }, function(memory, shared)
+      local saved, kb = _G.collectgarbage, 1000
+      _G.collectgarbage = function(what)
+        assert(what == "count", what)
+        return kb
+      end
+      local ok, err = pcall(function()
+        local config = shared.platform_configuration
+        memory.record()
+        assert.equals(2, #config.writes) -- heap and pid
+        kb = 1000 + memory.RECORD_KB
+        memory.record()
+        assert.equals(2, #config.writes) -- within the step: nothing written
+        kb = 1001 + memory.RECORD_KB
+        memory.record()
+        assert.equals(3, #config.writes) -- the heap alone
+        assert.same({ "memory:0:kb", "number" }, config.writes[3])
+        assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:kb"])
+      end)
+      _G.collectgarbage = saved
+      if not ok then error(err, 0) end
+    end)
+  end)
+
   it("reports the master, the workers that recorded (by id) and every dict's capacity and free bytes", function()
     local shared = dicts()
     with_memory({ id = 0, pid = 100 }, function(memory)
