@@ -49,6 +49,7 @@
 local cjson = require("cjson.safe")
 local schema = require("util.schema")
 local changes = require("util.changes")
+local padded = require("util.slab").padded
 
 local M = {}
 
@@ -59,9 +60,10 @@ M.MAX_BODY_BYTES = 32 * 1024 * 1024
 M.SECTIONS = { backends = true, certificates = true, routes = true }
 -- The route table comes in shards (sections routes_0 .. routes_<n-1>, hosts
 -- by crc32 of the name, platformd.ingress.routes), so a route change posts,
--- validates and decodes one shard, not the whole table. The section
--- "routes" says how many there are; it must be this many (400 otherwise).
-M.ROUTE_SHARDS = 16
+-- validates and decodes one shard, not the whole table (why 256: see
+-- routes.SHARDS). The section "routes" says how many there are; it must be
+-- this many (400 otherwise).
+M.ROUTE_SHARDS = 256
 for i = 0, M.ROUTE_SHARDS - 1 do
   M.SECTIONS["routes_" .. i] = true
 end
@@ -351,7 +353,7 @@ local function publish(section, version, on_drop)
 end
 
 local function store_plain(section, version, raw, checksum)
-  local ok, err = config:safe_set(section .. "@" .. version, raw)
+  local ok, err = config:safe_set(section .. "@" .. version, padded(raw))
   if not ok then
     return nil, err
   end
@@ -407,7 +409,7 @@ local function store_certificates(version, certificates, checksum)
   -- cjson encodes an empty table as {}, which is what "servers" wants.
   local ok, err = config:safe_set("certificates!" .. version, table.concat(id_list, "\n"))
   if ok then
-    ok, err = config:safe_set("certificates@" .. version, mapping)
+    ok, err = config:safe_set("certificates@" .. version, padded(mapping))
   end
   if ok then
     ok, err = config:safe_set("certificates#" .. version, checksum)
@@ -429,7 +431,7 @@ local function store_backends(version, raw, checksum)
     config:delete("backends@" .. version)
     config:delete("backends#" .. version)
   end
-  local ok, err = config:safe_set("backends@" .. version, raw)
+  local ok, err = config:safe_set("backends@" .. version, padded(raw))
   if ok then
     ok, err = config:safe_set("backends#" .. version, checksum)
   end
@@ -453,7 +455,7 @@ end
 
 -- A delta on top of `in_force` (whose chain is `chain`): keeps the chain.
 local function store_backends_delta(version, raw, checksum, in_force, chain)
-  local ok, err = config:safe_set("backends~" .. version, raw)
+  local ok, err = config:safe_set("backends~" .. version, padded(raw))
   if ok then
     ok, err = config:safe_set("backends#" .. version, checksum)
   end

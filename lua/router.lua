@@ -222,10 +222,14 @@ local function lazy(raw, compile, ...)
   end })
 end
 
+-- What every shard without hosts compiles to: one table, not a lazy table,
+-- metatable and closure for each of the 256 (most are empty at small sizes).
+local EMPTY_SHARD = { hosts = {} }
+
 --- One shard's `data` ({hosts, policies}, as posted) -> {hosts = lazily compiled}.
 function M.compile_shard(data)
-  if data == nil then
-    return { hosts = {} }
+  if data == nil or next(data.hosts) == nil then
+    return EMPTY_SHARD
   end
   return { hosts = lazy(data.hosts, compile_host, lazy(data.policies, compile_policy)) }
 end

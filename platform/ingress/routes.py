@@ -277,9 +277,15 @@ def _default_entry(config: Configuration, policies: _Policies) -> tuple[dict[str
 # Hosts are shipped in this many sections (routes_0 ..), each host in the
 # one its name's crc32 picks (lua/router.lua looks it up the same way): a
 # route change re-encodes, posts and makes workers decode one shard, about
-# 170 KB at 10,000 Ingresses instead of 2.7 MB. lua/configuration.lua's
-# ROUTE_SHARDS must be the same (it refuses other counts).
-SHARDS = 16
+# 11 KB at 10,000 Ingresses instead of 2.7 MB. Why 256 and not 16 (170 KB
+# shards): each worker's decode of a shard is garbage once the next version
+# comes, and that garbage set the Lua heaps' working size. At 10,000
+# Ingresses over 1,000 route changes nginx's RSS grew +33% with 16 shards,
+# +14% with 256 (bench/bench_dataplane.py, route changes; the p50 of a
+# change to its first request halved). The price: a first push posts 257
+# sections (+0.2 s at one Ingress). lua/configuration.lua's ROUTE_SHARDS
+# must be the same (it refuses other counts).
+SHARDS = 256
 
 
 def shard_of(name: str) -> int:

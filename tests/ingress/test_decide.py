@@ -123,7 +123,7 @@ def test_first_apply_reloads_and_pushes_everything():
     decision = decide(None, base())
     assert decision.reload
     assert [s.name for s in decision.sections] == ["backends", "certificates", "routes",
-                                                   *(f"routes_{i}" for i in range(16))]
+                                                   *(f"routes_{i}" for i in range(256))]
 
 
 def test_nothing_changed_is_a_noop():

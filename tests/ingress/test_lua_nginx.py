@@ -345,7 +345,7 @@ def test_get_returns_what_is_loaded(dataplane, backends):
     assert loaded["data"][0]["endpoints"] == [{"address": b0.address, "port": b0.port}]
     assert loaded["checksum"] == backends_checksum(loaded["data"])
     assert summary["backends"] == {"checksum": loaded["checksum"], "version": loaded["version"]}
-    assert set(summary) == {"backends", "certificates", "routes", *(f"routes_{i}" for i in range(16))}
+    assert set(summary) == {"backends", "certificates", "routes", *(f"routes_{i}" for i in range(256))}
 
 
 @pytest.mark.parametrize("body, fragment", [

@@ -149,7 +149,7 @@ def test_nginx_conf_has_a_fixed_set_of_lanes_whatever_the_routes():
         "@platform_custom_error", "= /_platform_auth",
         "= /_platform_mirror", "^~ /_platform_mirror/", "= /_platform_mirror_nobody", "^~ /_platform_mirror_nobody/",
         "= /_platform_mirror_grpc", "^~ /_platform_mirror_grpc/",
-        "/", "/configuration", "= /healthz", "= /platform-variables", "/"]
+        "/", "/configuration", "= /healthz", "= /memory", "= /platform-variables", "/"]
 
 
 def test_global_settings_are_rendered():
@@ -285,7 +285,7 @@ def test_certificates_payload_maps_names_to_content_ids():
 def test_checksum_is_of_canonical_json():
     assert render.checksum({"b": 1, "a": [1, 2]}) == render.checksum({"a": [1, 2], "b": 1})
     sections = render.dynamic_sections(rich_config())
-    assert [s.name for s in sections] == ["backends", "certificates", "routes", *(f"routes_{i}" for i in range(16))]
+    assert [s.name for s in sections] == ["backends", "certificates", "routes", *(f"routes_{i}" for i in range(256))]
     assert all(len(s.checksum) == 64 for s in sections)
 
 

@@ -16,24 +16,26 @@ local function with_platform(stubs, fn)
     ERR = 1, WARN = 2,
   }
   stubs["util.changes"] = stubs["util.changes"] or { current = function() return 0 end }
+  stubs.memory = stubs.memory or { record = function() end, record_master = function() end }
   h.with_module("platform", fake_ngx, stubs, fn, timers, logs)
 end
 
 -- collectgarbage replaced for the duration of fn: records the "step" calls
 -- and reports a finished cycle on the calls listed in `finishes`.
 local function with_gc(finishes, fn)
-  local saved, steps, pauses = _G.collectgarbage, {}, { 200 }
+  local saved, steps, pauses, stepmuls = _G.collectgarbage, {}, { 200 }, { 200 }
   _G.collectgarbage = function(what, arg)
-    if what == "setpause" then
-      local previous = pauses[#pauses]
-      pauses[#pauses + 1] = arg
+    if what == "setpause" or what == "setstepmul" then
+      local list = what == "setpause" and pauses or stepmuls
+      local previous = list[#list]
+      list[#list + 1] = arg
       return previous
     end
     assert(what == "step", what)
     steps[#steps + 1] = arg
     return finishes[#steps] == true
   end
-  local ok, err = pcall(fn, steps, pauses)
+  local ok, err = pcall(fn, steps, pauses, stepmuls)
   _G.collectgarbage = saved
   if not ok then error(err, 0) end
 end
@@ -51,15 +53,17 @@ describe("platform.warm collects replaced versions", function()
     local changes = { 1 }
     with_platform(stubs(changes), function(platform)
       -- calls 2 and 4 finish a cycle; the 5th warm (no change since) steps no more
-      with_gc({ [2] = true, [4] = true }, function(steps, pauses)
+      with_gc({ [2] = true, [4] = true }, function(steps, pauses, stepmuls)
         platform.warm(false)
         assert.same({ 200, platform.GC_PAUSE_BUSY }, pauses) -- no pause while old versions are garbage
+        assert.same({ 200, platform.GC_STEPMUL_BUSY }, stepmuls) -- and more collection per allocation
         for _ = 1, 5 do
           platform.warm(false)
         end
         assert.equals(2, platform.GC_CYCLES)
         assert.same({ platform.GC_STEP_KB, platform.GC_STEP_KB, platform.GC_STEP_KB, platform.GC_STEP_KB }, steps)
         assert.same({ 200, platform.GC_PAUSE_BUSY, 200 }, pauses) -- the idle pause is back
+        assert.same({ 200, platform.GC_STEPMUL_BUSY, 200 }, stepmuls) -- and the idle step multiplier
         changes[1] = 2 -- a new version: two more cycles
         platform.warm(false)
         assert.equals(5, #steps)
@@ -70,11 +74,12 @@ describe("platform.warm collects replaced versions", function()
 end)
 
 describe("platform.init_worker", function()
-  it("warms the balancer and the router at once and then periodically, from timers", function()
+  it("warms the balancer and the router at once and then periodically, from timers, and records the heap", function()
     local warmed = {}
     local stubs = {
       balancer = { warm = function() warmed[#warmed + 1] = "balancer" end },
       router = { warm = function() warmed[#warmed + 1] = "router" end },
+      memory = { record = function() warmed[#warmed + 1] = "memory" end },
     }
     with_platform(stubs, function(platform, timers)
       platform.init_worker()
@@ -82,9 +87,9 @@ describe("platform.init_worker", function()
                   { { timers[1][1], timers[1][2] }, { timers[2][1], timers[2][2] } })
       assert.same({}, warmed) -- not in init_worker itself
       timers[1][3](false)
-      assert.same({ "balancer", "router" }, warmed)
+      assert.same({ "balancer", "router", "memory" }, warmed) -- after the collection step of this tick
       timers[2][3](false)
-      assert.same({ "balancer", "router", "balancer", "router" }, warmed)
+      assert.same({ "balancer", "router", "memory", "balancer", "router", "memory" }, warmed)
     end)
   end)
 

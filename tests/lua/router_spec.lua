@@ -157,6 +157,21 @@ describe("router.compile", function()
   end)
 end)
 
+describe("router.compile_shard", function()
+  it("compiles every shard without hosts to one shared table, and finds nothing there", function()
+    local none, empty = router.compile_shard(nil), router.compile_shard({ hosts = {}, policies = {} })
+    assert.equals(none, empty) -- 256 shards, most empty at small sizes: no lazy table each
+    assert.is_nil(empty.hosts["a.example"])
+    local data, err = schema.validate_routes_shard({ hosts = { ["a.example"] = host({}, { ["/"] = route("web") }) },
+                                                    policies = { aa = POLICY } }, deps)
+    assert.is_not_nil(data, err)
+    local one = router.compile_shard(data)
+    assert.are_not.equal(empty, one)
+    assert.equals("web", one.hosts["a.example"].root.backend)
+    assert.is_nil(empty.hosts["a.example"]) -- the shared table stays empty
+  end)
+end)
+
 describe("util.schema validate_routes", function()
   local function err(mutate)
     local data = {

@@ -1,0 +1,115 @@
+--- What nginx's memory holds, as Lua sees it: each process's Lua heap and
+-- the use of each shared dict. Read by bench/bench_dataplane.py (route
+-- changes) beside /proc, so growth of nginx's RSS can be told apart: Lua
+-- heaps (garbage of replaced versions, the allocator's peak) vs shared-dict
+-- pages touched for the first time.
+--
+-- HTTP (content phase of `location = /memory` on the internal server):
+--   GET /memory  {"master": {"pid", "lua_kb"},
+--                 "workers": [{"id", "pid", "lua_kb"}, ...],   (by id)
+--                 "dicts": {"<name>": {"capacity", "free"}, ...}}
+--   lua_kb: collectgarbage("count") as the process last recorded it: the
+--   master at the end of init_by_lua, each worker on a warm-up tick
+--   (platform.WARM_INTERVAL) when its heap moved by more than RECORD_KB since
+--   it last wrote it, so within that of the heap 0.2 s ago. It includes
+--   garbage not yet collected. capacity/free: bytes (ngx.shared.DICT:capacity and
+--   free_space: whole free pages; a page holding any key counts as used).
+--
+-- Recorded into the dict `platform_configuration` as numbers under keys of
+-- their own ("memory:<id>:kb", "memory:<id>:pid", id "master" for the master),
+-- so that after the first write every update replaces 8 bytes in place: no
+-- allocation, no eviction, no work on any request's path.
+local cjson = require("cjson.safe")
+
+local M = {}
+
+M.DICTS = { "platform_configuration", "platform_certificates", "platform_balancer",
+            "platform_limits", "platform_auth" }
+
+local function store()
+  return ngx.shared.platform_configuration
+end
+
+local function keys(id)
+  return "memory:" .. id .. ":kb", "memory:" .. id .. ":pid"
+end
+
+-- A tick writes the dict only when the heap moved by more than this: an idle
+-- worker's tick then costs a comparison, not two dict writes (the tick runs
+-- in the same process as the requests bench/instructions.py counts).
+M.RECORD_KB = 64
+
+local worker_kb_key -- this worker's key, built once
+local recorded_kb = nil -- what this worker last wrote
+
+local function record(kb_key, pid_key, kb)
+  local dict = store()
+  dict:safe_set(kb_key, kb)
+  dict:safe_set(pid_key, ngx.worker.pid())
+end
+
+--- Master, at the end of init_by_lua: its heap as the workers inherit it.
+function M.record_master()
+  local kb_key, pid_key = keys("master")
+  record(kb_key, pid_key, collectgarbage("count"))
+end
+
+--- Each worker, from the warm-up timer.
+function M.record()
+  local kb = collectgarbage("count")
+  if recorded_kb ~= nil and math.abs(kb - recorded_kb) <= M.RECORD_KB then
+    return
+  end
+  if worker_kb_key == nil then
+    local pid_key
+    worker_kb_key, pid_key = keys(ngx.worker.id() or 0)
+    record(worker_kb_key, pid_key, kb) -- the pid once
+  else
+    store():safe_set(worker_kb_key, kb)
+  end
+  recorded_kb = kb
+end
+
+local function entry(id)
+  local kb_key, pid_key = keys(id)
+  local dict = store()
+  local kb, pid = dict:get(kb_key), dict:get(pid_key)
+  if kb == nil then
+    return nil
+  end
+  return { pid = pid, lua_kb = kb }
+end
+
+--- The report as a table (see the header).
+function M.report()
+  local workers = {}
+  for id = 0, ngx.worker.count() - 1 do
+    local e = entry(id)
+    if e ~= nil then
+      e.id = id
+      workers[#workers + 1] = e
+    end
+  end
+  local dicts = {}
+  for _, name in ipairs(M.DICTS) do
+    local dict = ngx.shared[name]
+    if dict ~= nil then
+      dicts[name] = { capacity = dict:capacity(), free = dict:free_space() }
+    end
+  end
+  return { master = entry("master") or cjson.null, workers = workers, dicts = dicts }
+end
+
+--- Content handler of `location = /memory` (internal server only).
+function M.call()
+  ngx.header["Content-Type"] = "application/json"
+  local report = M.report()
+  -- cjson encodes an empty table as {}; "workers" is a list.
+  local body = cjson.encode(report)
+  if report.workers[1] == nil then
+    body = body:gsub('"workers":{}', '"workers":[]')
+  end
+  ngx.print(body)
+end
+
+return M
