@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
 
 from platformd.ingress import headers as h
 from platformd.ingress.model import Backend, BackendProtocol, Configuration, Endpoint, Location, ProxySettings, Server
+from tests.helpers.loopback_http import LoopbackHttp
 
 
 class RecordingBackend:
@@ -54,21 +54,18 @@ class RecordingBackend:
             def log_message(self, *args) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._http = LoopbackHttp(Handler)
+        self.port = self._http.port
 
     @property
     def endpoint(self) -> Endpoint:
-        return Endpoint("127.0.0.1", self.port)
+        return self._http.endpoint
 
     def next(self, timeout: float = 5.0) -> dict:
         return self.requests.get(timeout=timeout)
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._http.stop()
 
 
 @pytest.fixture
