@@ -85,21 +85,13 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 1024
 
 
-class HttpBackend:
+class HttpBackend(LoopbackHttp):
     def __init__(self, name: str, delay: float = 0.0) -> None:
         self.name = name
         self.delay = delay
         self.hits = 0
         self._lock = threading.Lock()
-        self._http = LoopbackHttp(_Handler, owner=self, name=f"backend-{name}", server_class=_Server)
-        self.address, self.port = self._http.address, self._http.port
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return self._http.endpoint
-
-    def stop(self) -> None:
-        self._http.stop()
+        super().__init__(_Handler, owner=self, name=f"backend-{name}", server_class=_Server)
 
 
 class NginxBackend:

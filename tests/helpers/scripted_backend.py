@@ -21,7 +21,6 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler
 
-from platformd.ingress.model import Endpoint
 from tests.helpers.loopback_http import LoopbackHttp
 
 
@@ -75,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class ScriptedBackend:
+class ScriptedBackend(LoopbackHttp):
     def __init__(self, name: str) -> None:
         self.name = name
         self.hits = 0
@@ -83,15 +82,7 @@ class ScriptedBackend:
         self.seen: list[tuple[str, str, dict[str, str], str]] = []
         self.connections: list[socket.socket] = []
         self.lock = threading.Lock()
-        self._http = LoopbackHttp(_Handler, owner=self, name=f"scripted-{name}")
-        self.address, self.port = self._http.address, self._http.port
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return self._http.endpoint
-
-    def stop(self) -> None:
-        self._http.stop()
+        super().__init__(_Handler, owner=self, name=f"scripted-{name}")
 
     def kill(self) -> None:
         """Stop and close every open connection too (keep-alive ones included):

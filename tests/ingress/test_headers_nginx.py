@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from platformd.ingress import headers as h
-from platformd.ingress.model import Backend, BackendProtocol, Configuration, Endpoint, Location, ProxySettings, Server
+from platformd.ingress.model import Backend, BackendProtocol, Configuration, Location, ProxySettings, Server
 from tests.helpers.loopback_http import LoopbackHttp
 
 
-class RecordingBackend:
+class RecordingBackend(LoopbackHttp):
     """Answers 200 with its name, the request's headers as JSON and the
     response headers it was told to send (``extra``, a list of pairs)."""
 
@@ -54,18 +54,10 @@ class RecordingBackend:
             def log_message(self, *args) -> None:
                 pass
 
-        self._http = LoopbackHttp(Handler)
-        self.port = self._http.port
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return self._http.endpoint
+        super().__init__(Handler)
 
     def next(self, timeout: float = 5.0) -> dict:
         return self.requests.get(timeout=timeout)
-
-    def stop(self) -> None:
-        self._http.stop()
 
 
 @pytest.fixture
