@@ -19,6 +19,7 @@ import pytest
 from platformd.ingress import headers as h
 from platformd.ingress.model import Backend, BackendProtocol, Configuration, Location, ProxySettings, Server
 from tests.helpers.loopback_http import LoopbackHttp
+from tests.helpers.dataplane import apply, reloads
 
 
 class RecordingBackend(LoopbackHttp):
@@ -72,15 +73,6 @@ def recording():
     yield make
     for b in started:
         b.stop()
-
-
-def apply(dataplane, config: Configuration) -> None:
-    result = dataplane.apply(config)
-    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
-
-
-def reloads(dataplane) -> float:
-    return dataplane.registry.get_sample_value("nginx_ingress_controller_success")
 
 
 def site(*locations: Location, backends: dict, settings=None) -> Configuration:
