@@ -182,13 +182,7 @@ def bench_size(kind: str, n: int) -> dict:
             proxier.on_slice(None, endpoint_slice(i))
         feed = time.perf_counter() - t0
 
-        kernel.reset()
-        busy = _busy(inner)
-        t0 = time.perf_counter()
-        result = proxier.sync()
-        initial = time.perf_counter() - t0
-        initial_ops = _ops(kernel)
-        initial_breakdown = _breakdown(result, kernel, busy)
+        _, initial, initial_ops, initial_breakdown = _measured_sync(proxier, kernel)
 
         # One endpoint of one Service replaced by another address.
         target = n // 2
@@ -197,22 +191,12 @@ def bench_size(kind: str, n: int) -> dict:
         new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
                                "nodeName": "node-0"}
         proxier.on_slice(old, new)
-        kernel.reset()
-        t0 = time.perf_counter()
-        result = proxier.sync()
-        change = time.perf_counter() - t0
+        result, change, change_ops, _ = _measured_sync(proxier, kernel)
         assert not result.full
-        change_ops = _ops(kernel)
 
         # A forced full reconcile with nothing to repair: the periodic cost.
         proxier._needs_full = True  # noqa: SLF001 - benchmark reaches in on purpose
-        kernel.reset()
-        busy = _busy(inner)
-        t0 = time.perf_counter()
-        result = proxier.sync()
-        full = time.perf_counter() - t0
-        full_ops = _ops(kernel)
-        full_breakdown = _breakdown(result, kernel, busy)
+        _, full, full_ops, full_breakdown = _measured_sync(proxier, kernel)
     finally:
         if kind == "linux":
             proxier.cleanup()
@@ -223,6 +207,17 @@ def bench_size(kind: str, n: int) -> dict:
             "initial_breakdown": initial_breakdown, "full_resync_breakdown": full_breakdown,
             "endpoint_change_s": round(change, 6), "endpoint_change_ops": change_ops,
             "full_resync_s": round(full, 4), "full_resync_ops": full_ops}
+
+
+def _measured_sync(proxier: Proxier, kernel: CountingKernel) -> tuple[object, float, dict, dict]:
+    """One ``proxier.sync()`` with the counters reset before it: (its result,
+    wall seconds, ``_ops``, ``_breakdown``)."""
+    kernel.reset()
+    busy = _busy(kernel.inner)
+    t0 = time.perf_counter()
+    result = proxier.sync()
+    seconds = time.perf_counter() - t0
+    return result, seconds, _ops(kernel), _breakdown(result, kernel, busy)
 
 
 def _own_netns() -> None:
