@@ -2,15 +2,7 @@
 local client_tls = require("client_tls")
 local schema = require("util.schema")
 
-local deps = {
-  null = setmetatable({}, {}),
-  regex_ok = function(pattern)
-    if pattern:find("(", 1, true) and not pattern:find(")", 1, true) then
-      return nil, "missing )"
-    end
-    return true
-  end,
-}
+local deps = require("helpers").schema_deps()
 
 local PEM = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
 

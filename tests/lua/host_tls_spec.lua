@@ -2,7 +2,7 @@
 local host_tls = require("host_tls")
 local schema = require("util.schema")
 
-local deps = { null = setmetatable({}, {}), regex_ok = function() return true end }
+local deps = require("helpers").schema_deps()
 
 local function meta(data)
   return {

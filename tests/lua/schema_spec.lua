@@ -1,19 +1,7 @@
 local schema = require("util.schema")
 
-local NULL = setmetatable({}, { __tostring = function() return "null" end })
-local deps = {
-  null = NULL,
-  regex_ok = function(pattern)
-    if pattern:find("(", 1, true) and not pattern:find(")", 1, true) then
-      return nil, "missing )"
-    end
-    return true
-  end,
-  pem_ok = function(pem)
-    if pem:find("BEGIN CERTIFICATE", 1, true) then return true end
-    return nil, "not a PEM"
-  end,
-}
+local deps = require("helpers").schema_deps()
+local NULL = deps.null
 
 local function backend(fields)
   local b = { name = "ns-svc-80", endpoints = { { address = "10.1.0.5", port = 8080 } } }
