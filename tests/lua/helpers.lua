@@ -104,4 +104,17 @@ function M.schema_deps()
   }
 end
 
+--- A minimal valid "routes" section (util.schema.validate_routes_meta) with
+-- `extra`'s fields added.
+function M.routes_meta(extra)
+  local meta = {
+    default = { hsts = false, exact = {}, prefix = {}, regex = {} },
+    policies = {}, hsts = "", ssl_redirect = { code = 308, port = 443 }, shards = 16,
+  }
+  for k, v in pairs(extra) do
+    meta[k] = v
+  end
+  return meta
+end
+
 return M
