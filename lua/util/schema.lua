@@ -758,9 +758,13 @@ local function check_ca(ca, where, deps)
   return { pem = pem, depth = required(ca, "depth", where, deps, opt_integer, 1, 100) }
 end
 
-local function check_meta_client_tls(value, path, deps)
+local function check_client_cas(value, path, deps)
   local cas = hex_keyed(value, "cas", path, deps, "ids", check_ca)
   return { names = sni_names(value, path, deps, cas, "an id of cas"), cas = cas }
+end
+
+local function check_meta_client_tls(data, deps)
+  return opt_section(data, "client_tls", "data", deps, check_client_cas)
 end
 
 local function check_tls_setting(s, where, deps)
@@ -775,9 +779,13 @@ local function check_tls_setting(s, where, deps)
   return { ciphers = ciphers, prefer = prefer }
 end
 
-local function check_meta_host_tls(value, path, deps)
+local function check_host_settings(value, path, deps)
   local settings = hex_keyed(value, "settings", path, deps, "keys", check_tls_setting)
   return { names = sni_names(value, path, deps, settings, "a key of settings"), settings = settings }
+end
+
+local function check_meta_host_tls(data, deps)
+  return opt_section(data, "host_tls", "data", deps, check_host_settings)
 end
 
 local function check_host(value, path, deps, policies)
@@ -892,8 +900,8 @@ local function check_meta(data, deps)
   end
   out.default = check_host(required(data, "default", "data", deps, opt_object), "data.default", deps, out.policies)
   out.binds = check_binds(data, deps, out.policies)
-  out.client_tls = opt_section(data, "client_tls", "data", deps, check_meta_client_tls)
-  out.host_tls = opt_section(data, "host_tls", "data", deps, check_meta_host_tls)
+  out.client_tls = check_meta_client_tls(data, deps)
+  out.host_tls = check_meta_host_tls(data, deps)
   return out
 end
 
