@@ -750,6 +750,15 @@ local function sni_names(value, path, deps, known, what)
   return names
 end
 
+-- An SNI table (lua/util/sni_table.lua): `value[entries]` keyed by hex
+-- `keys`, each checked by `check`, and `value.names` mapping host names to
+-- them (`what` says to what, in the error).
+local function check_sni_table(value, path, deps, entries, keys, what, check)
+  local out = { [entries] = hex_keyed(value, entries, path, deps, keys, check) }
+  out.names = sni_names(value, path, deps, out[entries], what)
+  return out
+end
+
 local function check_ca(ca, where, deps)
   local pem = required(ca, "pem", where, deps, opt_string)
   if not pem:find("-----BEGIN CERTIFICATE-----", 1, true) then
@@ -758,13 +767,8 @@ local function check_ca(ca, where, deps)
   return { pem = pem, depth = required(ca, "depth", where, deps, opt_integer, 1, 100) }
 end
 
-local function check_client_cas(value, path, deps)
-  local cas = hex_keyed(value, "cas", path, deps, "ids", check_ca)
-  return { names = sni_names(value, path, deps, cas, "an id of cas"), cas = cas }
-end
-
 local function check_meta_client_tls(data, deps)
-  return opt_section(data, "client_tls", "data", deps, check_client_cas)
+  return opt_section(data, "client_tls", "data", deps, check_sni_table, "cas", "ids", "an id of cas", check_ca)
 end
 
 local function check_tls_setting(s, where, deps)
@@ -779,13 +783,9 @@ local function check_tls_setting(s, where, deps)
   return { ciphers = ciphers, prefer = prefer }
 end
 
-local function check_host_settings(value, path, deps)
-  local settings = hex_keyed(value, "settings", path, deps, "keys", check_tls_setting)
-  return { names = sni_names(value, path, deps, settings, "a key of settings"), settings = settings }
-end
-
 local function check_meta_host_tls(data, deps)
-  return opt_section(data, "host_tls", "data", deps, check_host_settings)
+  return opt_section(data, "host_tls", "data", deps, check_sni_table, "settings", "keys", "a key of settings",
+    check_tls_setting)
 end
 
 local function check_host(value, path, deps, policies)
