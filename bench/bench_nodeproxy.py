@@ -176,43 +176,19 @@ def bench_size(kind: str, n: int) -> dict:
     kernel = CountingKernel(inner)
     proxier = Proxier(kernel, ProxierOptions(hostname="bench-node", sync_period=3600))
     try:
-        t0 = time.perf_counter()
-        for i in range(n):
-            proxier.on_service(None, service(i))
-            proxier.on_slice(None, endpoint_slice(i))
-        feed = time.perf_counter() - t0
+        feed = _feed(proxier, n)
 
-        kernel.reset()
-        busy = _busy(inner)
-        t0 = time.perf_counter()
-        result = proxier.sync()
-        initial = time.perf_counter() - t0
-        initial_ops = _ops(kernel)
-        initial_breakdown = _breakdown(result, kernel, busy)
+        _, initial, initial_ops, initial_breakdown = _measured_sync(proxier, kernel)
 
         # One endpoint of one Service replaced by another address.
         target = n // 2
-        old = endpoint_slice(target)
-        new = endpoint_slice(target)
-        new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
-                               "nodeName": "node-0"}
-        proxier.on_slice(old, new)
-        kernel.reset()
-        t0 = time.perf_counter()
-        result = proxier.sync()
-        change = time.perf_counter() - t0
+        _move_endpoint(proxier, target)
+        result, change, change_ops, _ = _measured_sync(proxier, kernel)
         assert not result.full
-        change_ops = _ops(kernel)
 
         # A forced full reconcile with nothing to repair: the periodic cost.
         proxier._needs_full = True  # noqa: SLF001 - benchmark reaches in on purpose
-        kernel.reset()
-        busy = _busy(inner)
-        t0 = time.perf_counter()
-        result = proxier.sync()
-        full = time.perf_counter() - t0
-        full_ops = _ops(kernel)
-        full_breakdown = _breakdown(result, kernel, busy)
+        _, full, full_ops, full_breakdown = _measured_sync(proxier, kernel)
     finally:
         if kind == "linux":
             proxier.cleanup()
@@ -223,6 +199,34 @@ def bench_size(kind: str, n: int) -> dict:
             "initial_breakdown": initial_breakdown, "full_resync_breakdown": full_breakdown,
             "endpoint_change_s": round(change, 6), "endpoint_change_ops": change_ops,
             "full_resync_s": round(full, 4), "full_resync_ops": full_ops}
+
+
+def _feed(proxier, n: int) -> float:
+    """Hands ``n`` Services and their slices to ``proxier``; the seconds it took."""
+    t0 = time.perf_counter()
+    for i in range(n):
+        proxier.on_service(None, service(i))
+        proxier.on_slice(None, endpoint_slice(i))
+    return time.perf_counter() - t0
+
+
+def _move_endpoint(proxier, target: int) -> None:
+    """Service ``target``'s first endpoint replaced by another address."""
+    old = endpoint_slice(target)
+    new = endpoint_slice(target)
+    new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True}, "nodeName": "node-0"}
+    proxier.on_slice(old, new)
+
+
+def _measured_sync(proxier: Proxier, kernel: CountingKernel) -> tuple[object, float, dict, dict]:
+    """One ``proxier.sync()`` with the counters reset before it: (its result,
+    wall seconds, ``_ops``, ``_breakdown``)."""
+    kernel.reset()
+    busy = _busy(kernel.inner)
+    t0 = time.perf_counter()
+    result = proxier.sync()
+    seconds = time.perf_counter() - t0
+    return result, seconds, _ops(kernel), _breakdown(result, kernel, busy)
 
 
 def _own_netns() -> None:
@@ -249,11 +253,7 @@ def bench_nft_size(kind: str, n: int) -> dict:
     proxier = NftProxier(kernel, ProxierOptions(hostname="bench-node", ipv6=True, node_ips=("192.168.0.1",),
                                                 cluster_cidr="10.0.0.0/8", sync_period=3600))
     try:
-        t0 = time.perf_counter()
-        for i in range(n):
-            proxier.on_service(None, service(i))
-            proxier.on_slice(None, endpoint_slice(i))
-        feed = time.perf_counter() - t0
+        feed = _feed(proxier, n)
 
         t0 = time.perf_counter()
         result = proxier.sync()
@@ -263,11 +263,7 @@ def bench_nft_size(kind: str, n: int) -> dict:
 
         changes = []
         for target in sorted({n // 2, n // 3, n // 5, n // 7, n // 11}):  # distinct Services
-            old = endpoint_slice(target)
-            new = endpoint_slice(target)
-            new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
-                                   "nodeName": "node-0"}
-            proxier.on_slice(old, new)
+            _move_endpoint(proxier, target)
             t0 = time.perf_counter()
             result = proxier.sync()
             changes.append((time.perf_counter() - t0, proxier.last_transaction_size, result))
@@ -280,11 +276,7 @@ def bench_nft_size(kind: str, n: int) -> dict:
             kernel.transact = lambda ops, create_table=False: NftCli.transact(kernel, ops, create_table)
             times = []
             for target in (n // 2 + 1, n // 3 + 1, n // 5 + 1):
-                old = endpoint_slice(target)
-                new = endpoint_slice(target)
-                new["endpoints"][0] = {"addresses": [_ip(12, target)], "conditions": {"ready": True},
-                                       "nodeName": "node-0"}
-                proxier.on_slice(old, new)
+                _move_endpoint(proxier, target)
                 t0 = time.perf_counter()
                 proxier.sync()
                 times.append(time.perf_counter() - t0)

@@ -32,6 +32,10 @@ local function present(s)
   return s ~= nil and s ~= ""
 end
 
+-- The words a canary header or cookie forces a decision with
+-- (ingress-nginx's canary-by-header / canary-by-cookie).
+local FORCED = { always = true, never = false }
+
 --- Decide by header; returns true, false, or nil (no decision).
 local function by_header(policy, value, match)
   if not present(policy.header) or value == nil then
@@ -49,24 +53,14 @@ local function by_header(policy, value, match)
     end
     return nil
   end
-  if value == "always" then
-    return true
-  elseif value == "never" then
-    return false
-  end
-  return nil
+  return FORCED[value]
 end
 
 local function by_cookie(policy, value)
   if not present(policy.cookie) or value == nil then
     return nil
   end
-  if value == "always" then
-    return true
-  elseif value == "never" then
-    return false
-  end
-  return nil
+  return FORCED[value]
 end
 
 local function by_weight(policy, random)

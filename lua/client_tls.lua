@@ -22,61 +22,44 @@
 -- The data is the "routes" section's client_tls ({names = {name = id},
 -- cas = {id = {pem, depth}}}); a worker re-reads it when that section's
 -- version moves, and parses each CA bundle once.
-local sni = require("util.sni")
-
 local ngx = ngx
 local M = {}
 
-local loaded_version = -1
-local names, cas = {}, {}
-local chains = {} -- id -> parsed CA chain (cdata), per version
-local any = false -- whether any host asks (the handshake hooks return at once otherwise)
+local tls = require("util.sni_table").new("client_tls", "cas")
+local chains = {} -- id -> parsed CA chain (cdata), for tls.version
 
 local function refresh()
-  local configuration = require("configuration")
-  local version = configuration.version("routes")
-  if version == loaded_version then
-    return
+  if tls:refresh() then
+    chains = {}
   end
-  local _, meta = configuration.routes("routes")
-  local data = meta and meta.client_tls
-  if type(data) == "table" then
-    names, cas = data.names or {}, data.cas or {}
-  else
-    names, cas = {}, {}
-  end
-  chains = {}
-  any = next(names) ~= nil
-  loaded_version = version
 end
 
 --- The policy id the TLS server name `name` is verified with, or nil (pure
 -- given the loaded data; exposed for the router and the specs).
 function M.id_for(name)
-  return sni.lookup(names, nil, name)
+  return tls:key_for(name)
 end
 
 --- For specs: load `data` as if it came from the "routes" section.
 function M.load(data)
-  names, cas, chains = data.names or {}, data.cas or {}, {}
-  any = next(names) ~= nil
-  loaded_version = -2
+  tls:load(data, -2)
+  chains = {}
 end
 
 --- ClientHello: the policy id of the SNI name `name` (nil: none), which
 -- lua/certificate.lua makes part of the connection's session id context.
 function M.client_hello(name)
   refresh()
-  if not any then
+  if not tls.any then
     return nil
   end
-  return M.id_for(name)
+  return tls:key_for(name)
 end
 
 local function chain(id)
   local parsed = chains[id]
   if parsed == nil then
-    local ca = cas[id]
+    local ca = tls.entries[id]
     if ca == nil then
       return nil, "no CA for policy " .. tostring(id)
     end
@@ -87,13 +70,13 @@ local function chain(id)
     end
     chains[id] = parsed
   end
-  return parsed, cas[id].depth
+  return parsed, tls.entries[id].depth
 end
 
 --- ssl_certificate_by_lua: ask for and verify a client certificate.
 function M.call()
   refresh()
-  if not any then
+  if not tls.any then
     return
   end
   local ssl = require("ngx.ssl")

@@ -37,11 +37,17 @@ function M.new(backend)
   return self
 end
 
-function M:sync(backend)
+--- Keeps `self.key_parts` in step with the backend's upstream-hash-by
+-- (parsed again only when it changes); shared with balancer.chash_subset.
+function M.sync_key(self, backend)
   if backend.upstream_hash_by ~= self.hash_by then
     self.hash_by = backend.upstream_hash_by
     self.key_parts = M.parse_key_template(self.hash_by or "")
   end
+end
+
+function M:sync(backend)
+  M.sync_key(self, backend)
   self.ring = ring.new(backend.endpoints or {})
 end
 

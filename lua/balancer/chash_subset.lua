@@ -45,10 +45,7 @@ function M.new(backend, deps)
 end
 
 function M:sync(backend)
-  if backend.upstream_hash_by ~= self.hash_by then
-    self.hash_by = backend.upstream_hash_by
-    self.key_parts = chash.parse_key_template(self.hash_by or "")
-  end
+  chash.sync_key(self, backend)
   local size = backend.upstream_hash_by_subset_size or M.DEFAULT_SIZE
   self.ring = ring.new(M.subsets(backend.endpoints, size))
 end

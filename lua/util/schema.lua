@@ -46,59 +46,92 @@ local function is_integer(value)
   return type(value) == "number" and value == math.floor(value) and value > -2^53 and value < 2^53
 end
 
-local function opt_string(obj, field, path, deps)
+local function is_string(value)
+  return type(value) == "string"
+end
+
+local function is_boolean(value)
+  return type(value) == "boolean"
+end
+
+local function is_object(value)
+  return type(value) == "table" and (next(value) == nil or not is_array(value))
+end
+
+local function is_integer_in(value, min, max)
+  return is_integer(value) and value >= min and value <= max
+end
+
+-- The readers of one field: `obj[field]` in its JSON type, or nil when the
+-- field is absent or null; any other value fails naming the field.
+local function optional(obj, field, path, deps, ok, problem, min, max)
   local value = obj[field]
   if absent(value, deps) then
     return nil
   end
-  if type(value) ~= "string" then
-    fail(path .. "." .. field, "must be a string")
+  if not ok(value, min, max) then
+    fail(path .. "." .. field, problem or "must be an integer in [" .. min .. ", " .. max .. "]")
   end
   return value
+end
+
+local function opt_string(obj, field, path, deps)
+  return optional(obj, field, path, deps, is_string, "must be a string")
 end
 
 local function opt_integer(obj, field, path, deps, min, max)
-  local value = obj[field]
-  if absent(value, deps) then
-    return nil
-  end
-  if not is_integer(value) or value < min or value > max then
-    fail(path .. "." .. field, "must be an integer in [" .. min .. ", " .. max .. "]")
-  end
-  return value
+  return optional(obj, field, path, deps, is_integer_in, nil, min, max)
 end
 
 local function opt_boolean(obj, field, path, deps)
-  local value = obj[field]
-  if absent(value, deps) then
-    return nil
-  end
-  if type(value) ~= "boolean" then
-    fail(path .. "." .. field, "must be a boolean")
-  end
-  return value
+  return optional(obj, field, path, deps, is_boolean, "must be a boolean")
 end
 
 local function opt_object(obj, field, path, deps)
-  local value = obj[field]
-  if absent(value, deps) then
+  return optional(obj, field, path, deps, is_object, "must be an object")
+end
+
+-- An absent array reads as empty.
+local function opt_array(obj, field, path, deps)
+  return optional(obj, field, path, deps, is_array, "must be an array") or {}
+end
+
+-- An optional object field checked by `check(value, path .. "." .. field, deps, ...)`.
+local function opt_section(obj, field, path, deps, check, ...)
+  local value = opt_object(obj, field, path, deps)
+  if value == nil then
     return nil
   end
-  if type(value) ~= "table" or (next(value) ~= nil and is_array(value)) then
-    fail(path .. "." .. field, "must be an object")
+  return check(value, path .. "." .. field, deps, ...)
+end
+
+local function required(obj, field, path, deps, read, ...)
+  local value = read(obj, field, path, deps, ...)
+  if value == nil then
+    fail(path .. "." .. field, "missing")
   end
   return value
 end
 
-local function opt_array(obj, field, path, deps)
-  local value = obj[field]
-  if absent(value, deps) then
-    return {}
+-- Reads the fields of a record as `rows` list them, in that order (so the
+-- first problem found is always the same): `{field, reader, a, b}` calls
+-- `reader(value, field, path, deps, a, b)`; `need = true` fails a missing
+-- field, `default` stands in for one.
+local function record(value, path, deps, rows)
+  local out = {}
+  for i = 1, #rows do
+    local row = rows[i]
+    local field = row[1]
+    local v = row[2](value, field, path, deps, row[3], row[4])
+    if v == nil then
+      if row.need then
+        fail(path .. "." .. field, "missing")
+      end
+      v = row.default
+    end
+    out[field] = v
   end
-  if not is_array(value) then
-    fail(path .. "." .. field, "must be an array")
-  end
-  return value
+  return out
 end
 
 -- Characters allowed in names that end up in shared-dict keys, log lines and
@@ -113,6 +146,19 @@ local COOKIE_PATH = "^/[%w%-%._~!%$&'%(%)%*%+=:@/%%]*$"
 -- `upstream_hash_by`: nginx variables and plain separators.
 local HASH_BY = "^[%w%$_%-%.:/]+$"
 local HOSTNAME = "^[%w%-%.]+$"
+
+-- A host name or "*.<domain>" (a server name, an SNI name).
+local function is_host_pattern(name)
+  return type(name) == "string" and (name:match("^%*%.(.+)$") or name):match(HOSTNAME) ~= nil
+end
+
+-- Fails unless `obj[field]` is nil, "" or matches `pattern`.
+local function check_match(obj, field, path, pattern, problem)
+  local value = obj[field]
+  if value ~= nil and value ~= "" and not value:match(pattern) then
+    fail(path .. "." .. field, problem)
+  end
+end
 
 local function check_endpoint(value, path, deps)
   if type(value) ~= "table" then
@@ -129,12 +175,18 @@ local function check_endpoint(value, path, deps)
   return { address = address, port = port }
 end
 
-local function check_affinity(obj, path, deps)
-  local value = opt_object(obj, "session_affinity", path, deps)
-  if value == nil then
-    return nil
-  end
-  path = path .. ".session_affinity"
+local COOKIE_FIELDS = {
+  { "name", opt_string },
+  { "path", opt_string },
+  { "samesite", opt_string },
+  { "max_age", opt_integer, 0, 2^31 - 1 },
+  { "secure", opt_boolean },
+  { "domain", opt_string },
+  { "expires", opt_integer, 1, 2^31 - 1 },
+  { "conditional_samesite_none", opt_boolean },
+}
+
+local function check_affinity(value, path, deps)
   local kind = opt_string(value, "type", path, deps)
   if kind == nil or kind == "" then
     return nil
@@ -151,16 +203,7 @@ local function check_affinity(obj, path, deps)
   end
   local c = opt_object(value, "cookie", path, deps) or {}
   local cpath = path .. ".cookie"
-  local cookie = {
-    name = opt_string(c, "name", cpath, deps),
-    path = opt_string(c, "path", cpath, deps),
-    samesite = opt_string(c, "samesite", cpath, deps),
-    max_age = opt_integer(c, "max_age", cpath, deps, 0, 2^31 - 1),
-    secure = opt_boolean(c, "secure", cpath, deps),
-    domain = opt_string(c, "domain", cpath, deps),
-    expires = opt_integer(c, "expires", cpath, deps, 1, 2^31 - 1),
-    conditional_samesite_none = opt_boolean(c, "conditional_samesite_none", cpath, deps),
-  }
+  local cookie = record(c, cpath, deps, COOKIE_FIELDS)
   if cookie.domain ~= nil and (#cookie.domain > 253 or not cookie.domain:match("^%.?[%w][%w%.%-]*$")) then
     fail(cpath .. ".domain", "must be a domain name")
   end
@@ -168,12 +211,8 @@ local function check_affinity(obj, path, deps)
   if canary_behavior ~= "sticky" and canary_behavior ~= "legacy" then
     fail(path .. ".canary_behavior", "must be \"sticky\" or \"legacy\"")
   end
-  if cookie.name ~= nil and cookie.name ~= "" and not cookie.name:match(TOKEN) then
-    fail(cpath .. ".name", "must be an HTTP token")
-  end
-  if cookie.path ~= nil and cookie.path ~= "" and not cookie.path:match(COOKIE_PATH) then
-    fail(cpath .. ".path", "must be an absolute path without ';', ',' or spaces")
-  end
+  check_match(cookie, "name", cpath, TOKEN, "must be an HTTP token")
+  check_match(cookie, "path", cpath, COOKIE_PATH, "must be an absolute path without ';', ',' or spaces")
   if cookie.samesite ~= nil and cookie.samesite ~= "" and not M.SAMESITE[cookie.samesite] then
     fail(cpath .. ".samesite", "must be Strict, Lax or None")
   end
@@ -181,32 +220,25 @@ local function check_affinity(obj, path, deps)
            change_on_failure = opt_boolean(value, "change_on_failure", path, deps) == true }
 end
 
-local function check_policy(obj, path, deps)
-  local value = opt_object(obj, "traffic_shaping_policy", path, deps)
-  if value == nil then
-    return nil
-  end
-  path = path .. ".traffic_shaping_policy"
-  local policy = {
-    weight = opt_integer(value, "weight", path, deps, 0, 2^31 - 1) or 0,
-    weight_total = opt_integer(value, "weight_total", path, deps, 0, 2^31 - 1) or 0,
-    header = opt_string(value, "header", path, deps),
-    header_value = opt_string(value, "header_value", path, deps),
-    header_pattern = opt_string(value, "header_pattern", path, deps),
-    cookie = opt_string(value, "cookie", path, deps),
-  }
+local SHAPING_FIELDS = {
+  { "weight", opt_integer, 0, 2^31 - 1, default = 0 },
+  { "weight_total", opt_integer, 0, 2^31 - 1, default = 0 },
+  { "header", opt_string },
+  { "header_value", opt_string },
+  { "header_pattern", opt_string },
+  { "cookie", opt_string },
+}
+
+local function check_policy(value, path, deps)
+  local policy = record(value, path, deps, SHAPING_FIELDS)
   if policy.weight_total == 0 then
     policy.weight_total = 100
   end
   if policy.weight > policy.weight_total then
     fail(path .. ".weight", "must not exceed weight_total")
   end
-  if policy.header ~= nil and policy.header ~= "" and not policy.header:match(TOKEN) then
-    fail(path .. ".header", "must be an HTTP token")
-  end
-  if policy.cookie ~= nil and policy.cookie ~= "" and not policy.cookie:match(TOKEN) then
-    fail(path .. ".cookie", "must be an HTTP token")
-  end
+  check_match(policy, "header", path, TOKEN, "must be an HTTP token")
+  check_match(policy, "cookie", path, TOKEN, "must be an HTTP token")
   if policy.header_pattern ~= nil and policy.header_pattern ~= "" then
     local ok, err = deps.regex_ok(policy.header_pattern)
     if not ok then
@@ -235,8 +267,8 @@ local function check_backend(value, path, deps)
     load_balance = opt_string(value, "load_balance", path, deps),
     upstream_hash_by = opt_string(value, "upstream_hash_by", path, deps),
     upstream_hash_by_subset_size = opt_integer(value, "upstream_hash_by_subset_size", path, deps, 1, 1000),
-    session_affinity = check_affinity(value, path, deps),
-    traffic_shaping_policy = check_policy(value, path, deps),
+    session_affinity = opt_section(value, "session_affinity", path, deps, check_affinity),
+    traffic_shaping_policy = opt_section(value, "traffic_shaping_policy", path, deps, check_policy),
     alternative_backends = {},
   }
   if backend.load_balance == "" then
@@ -381,30 +413,23 @@ local SCHEMES = { http = true, https = true, auto = true } -- auto: the request'
 -- Redirect and rewrite targets: a path or an http(s) URL, no spaces or
 -- quotes (validate.redirect_target / rewrite_target).
 local TARGET = "^[^%s\"'\\]+$"
+
+local function is_target(value)
+  return #value <= 2048 and value:match(TARGET) ~= nil
+end
 local POLICY_ID = "^%x+$"
 
-local function required(obj, field, path, deps, read, ...)
-  local value = read(obj, field, path, deps, ...)
-  if value == nil then
-    fail(path .. "." .. field, "missing")
-  end
-  return value
-end
+local REDIRECT_FIELDS = {
+  { "code", opt_integer, 301, 308, need = true },
+  { "target", opt_string, need = true },
+}
 
-local function check_redirect(obj, field, path, deps, codes)
-  local value = opt_object(obj, field, path, deps)
-  if value == nil then
-    return nil
-  end
-  path = path .. "." .. field
-  local redirect = {
-    code = required(value, "code", path, deps, opt_integer, 301, 308),
-    target = required(value, "target", path, deps, opt_string),
-  }
-  if not (codes or REDIRECT_CODES)[redirect.code] then
+local function check_redirect(value, path, deps)
+  local redirect = record(value, path, deps, REDIRECT_FIELDS)
+  if not REDIRECT_CODES[redirect.code] then
     fail(path .. ".code", "must be a redirect status")
   end
-  if #redirect.target > 2048 or not redirect.target:match(TARGET) then
+  if not is_target(redirect.target) then
     fail(path .. ".target", "must be a path or an http(s) URL")
   end
   -- from-to-www-redirect: the host the request's URI goes to.
@@ -434,20 +459,17 @@ local function string_list(obj, field, path, deps, pattern)
   return out
 end
 
-local function check_cors(obj, path, deps)
-  local value = opt_object(obj, "cors", path, deps)
-  if value == nil then
-    return nil
-  end
-  path = path .. ".cors"
-  local cors = {
-    origin_regex = opt_string(value, "origin_regex", path, deps),
-    methods = required(value, "methods", path, deps, opt_string),
-    headers = required(value, "headers", path, deps, opt_string),
-    expose = opt_string(value, "expose", path, deps),
-    credentials = required(value, "credentials", path, deps, opt_boolean),
-    max_age = required(value, "max_age", path, deps, opt_integer, 0, 2^31),
-  }
+local CORS_FIELDS = {
+  { "origin_regex", opt_string },
+  { "methods", opt_string, need = true },
+  { "headers", opt_string, need = true },
+  { "expose", opt_string },
+  { "credentials", opt_boolean, need = true },
+  { "max_age", opt_integer, 0, 2^31, need = true },
+}
+
+local function check_cors(value, path, deps)
+  local cors = record(value, path, deps, CORS_FIELDS)
   if cors.origin_regex ~= nil then
     check_regex(cors.origin_regex, path .. ".origin_regex", deps)
   end
@@ -468,21 +490,18 @@ local function check_addresses(obj, field, path, deps)
   return list
 end
 
+local REQUEST_REDIRECT_FIELDS = {
+  { "code", opt_integer, 301, 308, need = true },
+  { "scheme", opt_string, need = true },
+  { "hostname", opt_string },
+  { "port", opt_string, need = true },
+  { "path", opt_string },
+  { "prefix_length", opt_integer, 0, 1024 },
+}
+
 -- A Gateway API RequestRedirect (platformd.ingress.bound.redirect_payload).
-local function check_request_redirect(obj, path, deps)
-  local value = opt_object(obj, "request_redirect", path, deps)
-  if value == nil then
-    return nil
-  end
-  path = path .. ".request_redirect"
-  local r = {
-    code = required(value, "code", path, deps, opt_integer, 301, 308),
-    scheme = required(value, "scheme", path, deps, opt_string),
-    hostname = opt_string(value, "hostname", path, deps),
-    port = required(value, "port", path, deps, opt_string),
-    path = opt_string(value, "path", path, deps),
-    prefix_length = opt_integer(value, "prefix_length", path, deps, 0, 1024),
-  }
+local function check_request_redirect(value, path, deps)
+  local r = record(value, path, deps, REQUEST_REDIRECT_FIELDS)
   if not REDIRECT_CODES[r.code] then
     fail(path .. ".code", "must be a redirect status")
   end
@@ -504,42 +523,50 @@ local function check_request_redirect(obj, path, deps)
   return r
 end
 
+local POLICY_FIELDS = {
+  { "fast", opt_boolean, need = true },
+  { "lane", opt_string, need = true },
+  { "scheme", opt_string, need = true },
+  { "body_size", opt_integer, 0, 2^53, need = true },
+  { "upstream_vhost", opt_string, need = true },
+  { "ssl_redirect", opt_boolean, need = true },
+  { "redirect", opt_section, check_redirect },
+  { "rewrite_target", opt_string },
+  { "cors", opt_section, check_cors },
+  { "allow", check_addresses },
+  { "deny", check_addresses },
+  { "limit_rps", opt_integer, 0, 1e9, need = true },
+  { "limit_burst", opt_integer, 0, 1e12, need = true },
+  { "limit_connections", opt_integer, 0, 1e9, need = true },
+  { "request_redirect", opt_section, check_request_redirect },
+  { "limit_rpm", opt_integer, 0, 6e10, default = 0 },
+  { "limit_rpm_burst", opt_integer, 0, 1e14, default = 0 },
+  { "limit_allow", check_addresses },
+}
+
+-- `list`: an array of exactly `n` integers in [min, max].
+local function check_integers(list, path, n, min, max, problem, item_problem)
+  if not is_array(list) or #list ~= n then
+    fail(path, problem)
+  end
+  for i = 1, n do
+    if not is_integer_in(list[i], min, max) then
+      fail(path .. "[" .. i .. "]", item_problem)
+    end
+  end
+  return list
+end
+
 local check_binds
 local function check_route_policy(value, path, deps)
   if type(value) ~= "table" then
     fail(path, "must be an object")
   end
-  local policy = {
-    fast = required(value, "fast", path, deps, opt_boolean),
-    lane = required(value, "lane", path, deps, opt_string),
-    scheme = required(value, "scheme", path, deps, opt_string),
-    body_size = required(value, "body_size", path, deps, opt_integer, 0, 2^53),
-    upstream_vhost = required(value, "upstream_vhost", path, deps, opt_string),
-    ssl_redirect = required(value, "ssl_redirect", path, deps, opt_boolean),
-    redirect = check_redirect(value, "redirect", path, deps),
-    rewrite_target = opt_string(value, "rewrite_target", path, deps),
-    cors = check_cors(value, path, deps),
-    allow = check_addresses(value, "allow", path, deps),
-    deny = check_addresses(value, "deny", path, deps),
-    limit_rps = required(value, "limit_rps", path, deps, opt_integer, 0, 1e9),
-    limit_burst = required(value, "limit_burst", path, deps, opt_integer, 0, 1e12),
-    limit_connections = required(value, "limit_connections", path, deps, opt_integer, 0, 1e9),
-    request_redirect = check_request_redirect(value, path, deps),
-    limit_rpm = opt_integer(value, "limit_rpm", path, deps, 0, 6e10) or 0,
-    limit_rpm_burst = opt_integer(value, "limit_rpm_burst", path, deps, 0, 1e14) or 0,
-    limit_allow = check_addresses(value, "limit_allow", path, deps),
-  }
+  local policy = record(value, path, deps, POLICY_FIELDS)
   require("traffic").check(value.traffic, path .. ".traffic", fail, deps.null)
-  local status = value.limit_status
-  if status ~= nil and status ~= deps.null then
-    if not is_array(status) or #status ~= 2 then
-      fail(path .. ".limit_status", "must be [requests, connections]")
-    end
-    for i = 1, 2 do
-      if not is_integer(status[i]) or status[i] < 400 or status[i] > 599 then
-        fail(path .. ".limit_status[" .. i .. "]", "must be a status from 400 to 599")
-      end
-    end
+  if not absent(value.limit_status, deps) then
+    check_integers(value.limit_status, path .. ".limit_status", 2, 400, 599,
+      "must be [requests, connections]", "must be a status from 400 to 599")
   end
   -- A generated lane (platform/ingress/lanes.py) is named by a digest; the
   -- data plane pushes routes naming one only once nginx runs it.
@@ -553,18 +580,11 @@ local function check_route_policy(value, path, deps)
   if policy.upstream_vhost ~= "" and not policy.upstream_vhost:match("^[%w%.%-]+:?%d*$") then
     fail(path .. ".upstream_vhost", "must be a host name with an optional port")
   end
-  if policy.rewrite_target ~= nil and (#policy.rewrite_target > 2048 or not policy.rewrite_target:match(TARGET)) then
+  if policy.rewrite_target ~= nil and not is_target(policy.rewrite_target) then
     fail(path .. ".rewrite_target", "must be a path or an http(s) URL")
   end
-  local timeouts = opt_array(value, "timeouts", path, deps)
-  if #timeouts ~= 3 then
-    fail(path .. ".timeouts", "must be [connect, send, read]")
-  end
-  for i = 1, 3 do
-    if not is_integer(timeouts[i]) or timeouts[i] < 1 or timeouts[i] > 86400 then
-      fail(path .. ".timeouts[" .. i .. "]", "must be seconds in [1, 86400]")
-    end
-  end
+  local timeouts = check_integers(opt_array(value, "timeouts", path, deps), path .. ".timeouts", 3, 1, 86400,
+    "must be [connect, send, read]", "must be seconds in [1, 86400]")
   policy.timeouts = { timeouts[1], timeouts[2], timeouts[3] }
   if not absent(value.auth, deps) then -- lua/auth.lua checks its own entry
     local problem = require("auth").validate(value.auth, deps.null)
@@ -637,16 +657,18 @@ local function check_choice(route, value, path, deps, policies)
   route.when, route.split = when, split
 end
 
+local ROUTE_FIELDS = {
+  { "backend", opt_string },
+  { "policy", opt_string, need = true },
+  { "rewrite", opt_string },
+  { "zone", opt_string },
+}
+
 function check_route(value, path, deps, policies)
   if type(value) ~= "table" then
     fail(path, "must be an object")
   end
-  local route = {
-    backend = opt_string(value, "backend", path, deps),
-    policy = required(value, "policy", path, deps, opt_string),
-    rewrite = opt_string(value, "rewrite", path, deps),
-    zone = opt_string(value, "zone", path, deps),
-  }
+  local route = record(value, path, deps, ROUTE_FIELDS)
   local policy = policies[route.policy]
   if policy == nil then
     fail(path .. ".policy", "names no policy")
@@ -677,26 +699,23 @@ end
 local CLIENT_TLS_VERIFY = { on = true, optional = true, optional_no_ca = true }
 local POLICY_HEX = "^%x+$"
 
-local function check_host_client_tls(obj, path, deps)
-  local value = opt_object(obj, "client_tls", path, deps)
-  if value == nil then
-    return nil
-  end
-  path = path .. ".client_tls"
-  local out = {
-    id = required(value, "id", path, deps, opt_string),
-    verify = required(value, "verify", path, deps, opt_string),
-    error_page = required(value, "error_page", path, deps, opt_string),
-    pass_certificate = required(value, "pass_certificate", path, deps, opt_boolean),
-    match_cn = required(value, "match_cn", path, deps, opt_string),
-  }
+local CLIENT_TLS_FIELDS = {
+  { "id", opt_string, need = true },
+  { "verify", opt_string, need = true },
+  { "error_page", opt_string, need = true },
+  { "pass_certificate", opt_boolean, need = true },
+  { "match_cn", opt_string, need = true },
+}
+
+local function check_host_client_tls(value, path, deps)
+  local out = record(value, path, deps, CLIENT_TLS_FIELDS)
   if not out.id:match(POLICY_HEX) then
     fail(path .. ".id", "must be hex")
   end
   if not CLIENT_TLS_VERIFY[out.verify] then
     fail(path .. ".verify", "must be on, optional or optional_no_ca")
   end
-  if out.error_page ~= "" and (#out.error_page > 2048 or not out.error_page:match(TARGET)) then
+  if out.error_page ~= "" and not is_target(out.error_page) then
     fail(path .. ".error_page", "must be a path or an http(s) URL")
   end
   if out.match_cn ~= "" then
@@ -705,66 +724,68 @@ local function check_host_client_tls(obj, path, deps)
   return out
 end
 
-local function check_meta_client_tls(data, deps)
-  local value = opt_object(data, "client_tls", "data", deps)
-  if value == nil then
-    return nil
-  end
-  local path = "data.client_tls"
-  local cas = {}
-  for id, ca in pairs(required(value, "cas", path, deps, opt_object)) do
-    local where = path .. ".cas[" .. tostring(id) .. "]"
-    if type(id) ~= "string" or not id:match(POLICY_HEX) then
-      fail(where, "must be keyed by hex ids")
+-- `value[field]`: an object keyed by hex ids, each entry checked by
+-- `check(entry, where, deps)`; `what` names the keys in the error.
+local function hex_keyed(value, field, path, deps, what, check)
+  local out = {}
+  for key, entry in pairs(required(value, field, path, deps, opt_object)) do
+    local where = path .. "." .. field .. "[" .. tostring(key) .. "]"
+    if type(key) ~= "string" or not key:match(POLICY_HEX) then
+      fail(where, "must be keyed by hex " .. what)
     end
-    local pem = required(ca, "pem", where, deps, opt_string)
-    if not pem:find("-----BEGIN CERTIFICATE-----", 1, true) then
-      fail(where .. ".pem", "must be PEM certificates")
-    end
-    cas[id] = { pem = pem, depth = required(ca, "depth", where, deps, opt_integer, 1, 100) }
+    out[key] = check(entry, where, deps)
   end
-  local names = {}
-  for name, id in pairs(required(value, "names", path, deps, opt_object)) do
-    local bare = type(name) == "string" and (name:match("^%*%.(.+)$") or name)
-    if not bare or not bare:match(HOSTNAME) or type(id) ~= "string" or cas[id] == nil then
-      fail(path .. ".names[" .. tostring(name) .. "]", "must map a host name to an id of cas")
-    end
-    names[name] = id
-  end
-  return { names = names, cas = cas }
+  return out
 end
 
-local function check_meta_host_tls(data, deps)
-  local value = opt_object(data, "host_tls", "data", deps)
-  if value == nil then
-    return nil
-  end
-  local path = "data.host_tls"
-  local settings = {}
-  for key, s in pairs(required(value, "settings", path, deps, opt_object)) do
-    local where = path .. ".settings[" .. tostring(key) .. "]"
-    if type(key) ~= "string" or not key:match(POLICY_HEX) then
-      fail(where, "must be keyed by hex keys")
-    end
-    local ciphers = required(s, "ciphers", where, deps, opt_string)
-    if ciphers ~= "" and not ciphers:match("^[%w:%+!@%._%-]+$") then
-      fail(where .. ".ciphers", "must be an OpenSSL cipher list")
-    end
-    local prefer = required(s, "prefer", where, deps, opt_string)
-    if prefer ~= "" and prefer ~= "on" and prefer ~= "off" then
-      fail(where .. ".prefer", "must be on, off or empty")
-    end
-    settings[key] = { ciphers = ciphers, prefer = prefer }
-  end
+-- `value.names`: SNI host name (or *.<domain>) -> a key of `known`.
+local function sni_names(value, path, deps, known, what)
   local names = {}
   for name, key in pairs(required(value, "names", path, deps, opt_object)) do
-    local bare = type(name) == "string" and (name:match("^%*%.(.+)$") or name)
-    if not bare or not bare:match(HOSTNAME) or type(key) ~= "string" or settings[key] == nil then
-      fail(path .. ".names[" .. tostring(name) .. "]", "must map a host name to a key of settings")
+    if not is_host_pattern(name) or type(key) ~= "string" or known[key] == nil then
+      fail(path .. ".names[" .. tostring(name) .. "]", "must map a host name to " .. what)
     end
     names[name] = key
   end
-  return { names = names, settings = settings }
+  return names
+end
+
+-- An SNI table (lua/util/sni_table.lua): `value[entries]` keyed by hex
+-- `keys`, each checked by `check`, and `value.names` mapping host names to
+-- them (`what` says to what, in the error).
+local function check_sni_table(value, path, deps, entries, keys, what, check)
+  local out = { [entries] = hex_keyed(value, entries, path, deps, keys, check) }
+  out.names = sni_names(value, path, deps, out[entries], what)
+  return out
+end
+
+local function check_ca(ca, where, deps)
+  local pem = required(ca, "pem", where, deps, opt_string)
+  if not pem:find("-----BEGIN CERTIFICATE-----", 1, true) then
+    fail(where .. ".pem", "must be PEM certificates")
+  end
+  return { pem = pem, depth = required(ca, "depth", where, deps, opt_integer, 1, 100) }
+end
+
+local function check_meta_client_tls(data, deps)
+  return opt_section(data, "client_tls", "data", deps, check_sni_table, "cas", "ids", "an id of cas", check_ca)
+end
+
+local function check_tls_setting(s, where, deps)
+  local ciphers = required(s, "ciphers", where, deps, opt_string)
+  if ciphers ~= "" and not ciphers:match("^[%w:%+!@%._%-]+$") then
+    fail(where .. ".ciphers", "must be an OpenSSL cipher list")
+  end
+  local prefer = required(s, "prefer", where, deps, opt_string)
+  if prefer ~= "" and prefer ~= "on" and prefer ~= "off" then
+    fail(where .. ".prefer", "must be on, off or empty")
+  end
+  return { ciphers = ciphers, prefer = prefer }
+end
+
+local function check_meta_host_tls(data, deps)
+  return opt_section(data, "host_tls", "data", deps, check_sni_table, "settings", "keys", "a key of settings",
+    check_tls_setting)
 end
 
 local function check_host(value, path, deps, policies)
@@ -773,8 +794,8 @@ local function check_host(value, path, deps, policies)
   end
   local host = {
     hsts = required(value, "hsts", path, deps, opt_boolean),
-    redirect = check_redirect(value, "redirect", path, deps),
-    client_tls = check_host_client_tls(value, path, deps),
+    redirect = opt_section(value, "redirect", path, deps, check_redirect),
+    client_tls = opt_section(value, "client_tls", path, deps, check_host_client_tls),
     exact = {},
     prefix = {},
     regex = {},

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 
 from platformd.ingress import pcre
 from platformd.ingress import validate as v
+from platformd.ingress.host_claims import HostClaims, sni_table
 
 __all__ = ["AuthTls", "ClientTls", "Unusable", "VERIFY_MODES", "handshake_data", "load_ca", "match_cn",
            "resolve", "route_entry", "secret_ref", "select"]
@@ -217,8 +218,8 @@ def select(parsed: Iterable[Any], secrets: Mapping[str, Any]) -> Selection:
     ``kept`` (fail closed). A host asked for by two Ingresses keeps the
     oldest one's policy; the other is reported (its paths are still checked
     with the host's policy: one TLS handshake per host)."""
-    kept, hosts, problems = [], {}, []
-    owner: dict[str, Any] = {}
+    kept, problems = [], []
+    claims: HostClaims[ClientTls] = HostClaims()
     for item in parsed:
         auth = item.ing.ann.client_tls
         if auth is None or not auth.asks:
@@ -233,15 +234,11 @@ def select(parsed: Iterable[Any], secrets: Mapping[str, Any]) -> Selection:
                              f"annotation nginx.ingress.kubernetes.io/auth-tls-secret: {exc}; the Ingress is not served"))
             continue
         kept.append(item)
-        for host in item.hosts:
-            held = hosts.get(host)
-            if held is None:
-                hosts[host], owner[host] = policy, item.ing
-            elif held != policy:
-                problems.append((item.ing, "ClientTlsConflict",
-                                 f"host {host!r} already has the client-certificate settings of Ingress "
-                                 f"{owner[host].key}; this Ingress's auth-tls-* are ignored for it"))
-    return Selection(kept, hosts, problems)
+        for host, owner in claims.claim(item.ing, item.hosts, policy):
+            problems.append((item.ing, "ClientTlsConflict",
+                             f"host {host!r} already has the client-certificate settings of Ingress "
+                             f"{owner.key}; this Ingress's auth-tls-* are ignored for it"))
+    return Selection(kept, claims.hosts, problems)
 
 
 def route_entry(policy: ClientTls) -> dict[str, Any]:
@@ -254,13 +251,5 @@ def handshake_data(servers: Iterable[Any]) -> dict[str, Any]:
     """What the handshake needs (the "routes" section's ``client_tls``):
     ``{"names": {server name: id}, "cas": {id: {"pem", "depth"}}}``; empty
     when no host asks for client certificates."""
-    names: dict[str, str] = {}
-    cas: dict[str, dict[str, Any]] = {}
-    for server in servers:
-        policy = server.client_tls
-        if policy is None:
-            continue
-        for name in server.names:
-            names[name] = policy.id
-        cas[policy.id] = {"pem": policy.ca_pem, "depth": policy.depth}
-    return {"names": names, "cas": cas} if names else {}
+    return sni_table(servers, lambda server: server.client_tls, "cas",
+                     lambda policy: policy.id, lambda policy: {"pem": policy.ca_pem, "depth": policy.depth})

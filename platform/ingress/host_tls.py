@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from platformd.ingress import validate as v
+from platformd.ingress.host_claims import HostClaims, sni_table
 
 __all__ = ["HostTls", "cipher_list", "handshake_data", "select"]
 
@@ -65,35 +66,25 @@ def select(parsed: Iterable[Any]) -> Selection:
     """Per host, the settings of the oldest Ingress setting any (``parsed``:
     the translator's parsed Ingresses, oldest first); later different ones
     are reported."""
-    hosts: dict[str, HostTls] = {}
-    owner: dict[str, Any] = {}
+    claims: HostClaims[HostTls] = HostClaims()
     problems = []
     for item in parsed:
         settings = item.ing.ann.host_tls
         if settings is None:
             continue
-        for host in item.hosts:
-            held = hosts.get(host)
-            if held is None:
-                hosts[host], owner[host] = settings, item.ing
-            elif held != settings:
-                problems.append((item.ing, "HostTlsConflict",
-                                 f"host {host!r} already has the ssl-ciphers settings of Ingress {owner[host].key}; "
-                                 "this Ingress's are ignored for it"))
-    return Selection(hosts, problems)
+        for host, owner in claims.claim(item.ing, item.hosts, settings):
+            problems.append((item.ing, "HostTlsConflict",
+                             f"host {host!r} already has the ssl-ciphers settings of Ingress {owner.key}; "
+                             "this Ingress's are ignored for it"))
+    return Selection(claims.hosts, problems)
 
 
 def handshake_data(servers: Iterable[Any]) -> dict[str, Any]:
     """The "routes" section's ``host_tls``: ``{"names": {name: key},
     "settings": {key: {"ciphers", "prefer": "on"|"off"|""}}}``; empty when no host has any."""
-    names: dict[str, str] = {}
-    settings: dict[str, dict[str, Any]] = {}
-    for server in servers:
-        host = server.host_tls
-        if host is None:
-            continue
-        for name in server.names:
-            names[name] = host.key
-        prefer = "" if host.prefer_server_ciphers is None else ("on" if host.prefer_server_ciphers else "off")
-        settings[host.key] = {"ciphers": host.ciphers, "prefer": prefer}
-    return {"names": names, "settings": settings} if names else {}
+    return sni_table(servers, lambda server: server.host_tls, "settings", lambda host: host.key, _settings_entry)
+
+
+def _settings_entry(host: HostTls) -> dict[str, Any]:
+    prefer = "" if host.prefer_server_ciphers is None else ("on" if host.prefer_server_ciphers else "off")
+    return {"ciphers": host.ciphers, "prefer": prefer}

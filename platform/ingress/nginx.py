@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from platformd.common.clock import REAL_CLOCK, Clock
+from platformd.ingress import procfs
 from platformd.ingress.layout import NginxFiles  # re-exported: callers import it from here
 
 __all__ = ["ConfigTestError", "NginxError", "NginxFiles", "NginxProcess", "NginxTimeouts", "ReloadError", "StartError"]
@@ -75,22 +76,9 @@ class NginxTimeouts:
     reload: float = 10.0  # until new workers replaced the old ones; past it, ReloadError
 
 
-def _title(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\x00", b" ").decode(errors="replace").strip()
-
-
 def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may contain spaces.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if fields[0] == "Z":  # a zombie is gone for our purposes
+    fields = procfs.stat_fields(pid)
+    if fields is None or fields[0] == "Z":  # a zombie is gone for our purposes
         return None
     return int(fields[1])
 
@@ -140,7 +128,7 @@ class NginxProcess:
             pid = int(self.files.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) and _title(pid).startswith("nginx: master") else None
+        return pid if _alive(pid) and procfs.title(pid).startswith("nginx: master") else None
 
     def worker_pids(self, *, shutting_down: bool = False) -> set[int]:
         """Workers of the current master; with ``shutting_down`` the old ones."""
@@ -148,7 +136,7 @@ class NginxProcess:
         if master is None:
             return set()
         wanted = "nginx: worker process is shutting down" if shutting_down else "nginx: worker process"
-        return {pid for pid in _children(master) if _title(pid) == wanted}
+        return {pid for pid in _children(master) if procfs.title(pid) == wanted}
 
     def _settled_workers(self, master: int) -> set[int] | None:
         """The serving workers of ``master``, or None while one was just forked.
@@ -157,7 +145,7 @@ class NginxProcess:
         set itself up, so counting before that would miss workers.
         """
         children = _children(master)
-        titles = [_title(pid) for pid in children]
+        titles = [procfs.title(pid) for pid in children]
         if any(title.startswith("nginx: master") for title in titles):
             return None
         workers = {pid for pid, title in zip(children, titles) if title == "nginx: worker process"}
@@ -328,7 +316,7 @@ class NginxProcess:
     def _clear_leftovers(self) -> None:
         """Workers orphaned by a crashed master keep the listening sockets
         (and serve with stale state); ask them to quit, then insist."""
-        orphans = {pid for pid in self._known_workers if _title(pid).startswith("nginx: worker process")}
+        orphans = {pid for pid in self._known_workers if procfs.title(pid).startswith("nginx: worker process")}
         for pid in orphans:
             _kill(pid, signal.SIGQUIT)
         if orphans and not self._wait_gone(orphans, 2.0):

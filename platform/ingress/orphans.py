@@ -17,6 +17,8 @@ import signal
 import time
 from pathlib import Path
 
+from platformd.ingress import procfs
+
 log = logging.getLogger(__name__)
 
 TCP_LISTEN = "0A"
@@ -44,13 +46,6 @@ def _listening_inodes(ports: set[int], unix_paths: set[str]) -> set[str]:
     return inodes
 
 
-def _title(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def _holds(pid: int, inodes: set[str]) -> bool:
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
@@ -76,7 +71,7 @@ def find_orphaned_workers(ports: set[int], unix_paths: set[str]) -> set[int]:
         if not entry.isdigit():
             continue
         pid = int(entry)
-        if pid == os.getpid() or not _title(pid).startswith("nginx: worker process"):
+        if pid == os.getpid() or not procfs.title(pid).startswith("nginx: worker process"):
             continue
         if _holds(pid, inodes) and not _master_alive(pid):
             found.add(pid)
@@ -85,12 +80,8 @@ def find_orphaned_workers(ports: set[int], unix_paths: set[str]) -> set[int]:
 
 def _master_alive(worker: int) -> bool:
     """True when the worker's parent is still an nginx master."""
-    try:
-        stat = Path(f"/proc/{worker}/stat").read_text()
-    except OSError:
-        return False
-    ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-    return _title(ppid).startswith("nginx: master process")
+    fields = procfs.stat_fields(worker)
+    return fields is not None and procfs.title(int(fields[1])).startswith("nginx: master process")
 
 
 def stop_orphaned_workers(ports: set[int], unix_paths: set[str], grace: float = 2.0) -> set[int]:
@@ -122,11 +113,8 @@ def stop_orphaned_workers(ports: set[int], unix_paths: set[str], grace: float = 
 
 
 def _exists(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
+    fields = procfs.stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def _signal(pid: int, sig: int) -> None:

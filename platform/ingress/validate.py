@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Callable
 
 from platformd import paths as share_paths
 from platformd.ingress import pcre
@@ -157,6 +158,29 @@ def _no_control(field: str, value: str) -> None:
         raise ValidationError(field, value, "contains control characters (newline, tab, NUL...)")
 
 
+def _matching(name: str, pattern: re.Pattern[str], problem: str, *, max_len: int | None = None,
+              no_control: bool = False, doc: str | None = None) -> Callable[[str, object], str]:
+    """A validator named ``name``: a string that ``pattern`` matches in full
+    (and, with ``max_len``, of at most that length), returned as is.
+
+    ``problem`` is the error's reason. ``no_control`` first refuses control
+    characters with their own message (for values whose pattern would
+    otherwise give a misleading one).
+    """
+
+    def check(field: str, value: object) -> str:
+        text = _require_str(field, value)
+        if no_control:
+            _no_control(field, text)
+        if (max_len is not None and len(text) > max_len) or not pattern.fullmatch(text):
+            raise ValidationError(field, value, problem)
+        return text
+
+    check.__name__ = check.__qualname__ = name
+    check.__doc__ = doc
+    return check
+
+
 @_memo_strings
 def hostname(field: str, value: object, *, wildcard: bool = True) -> str:
     """A DNS name, lower-cased; ``*.example.com`` when ``wildcard``."""
@@ -182,32 +206,13 @@ def upstream_vhost(field: str, value: object) -> str:
     return text.lower()
 
 
-@_memo_strings
-def backend_name(field: str, value: object) -> str:
-    text = _require_str(field, value)
-    if not _BACKEND.fullmatch(text):
-        raise ValidationError(field, value, "must be letters, digits, '.', '_' or '-' (max 253)")
-    return text
-
-
-@_memo_strings
-def certificate_id(field: str, value: object) -> str:
-    text = _require_str(field, value)
-    if not _CERT_ID.fullmatch(text):
-        raise ValidationError(field, value, "must be letters, digits, '.', '_', '/' or '-'")
-    return text
-
-
-@_memo_strings
-def path(field: str, value: object) -> str:
-    """A literal URL path (Exact and Prefix matches, app-root)."""
-    text = _require_str(field, value)
-    _no_control(field, text)
-    if len(text) > 1024 or not _PATH.fullmatch(text):
-        raise ValidationError(
-            field, value, "must start with '/' and use only URL path characters (no ; $ { } quotes or spaces)"
-        )
-    return text
+backend_name = _memo_strings(_matching(
+    "backend_name", _BACKEND, "must be letters, digits, '.', '_' or '-' (max 253)"))
+certificate_id = _memo_strings(_matching(
+    "certificate_id", _CERT_ID, "must be letters, digits, '.', '_', '/' or '-'"))
+path = _memo_strings(_matching(
+    "path", _PATH, "must start with '/' and use only URL path characters (no ; $ { } quotes or spaces)",
+    max_len=1024, no_control=True, doc="A literal URL path (Exact and Prefix matches, app-root)."))
 
 
 def regex(field: str, value: object) -> str:
@@ -268,26 +273,12 @@ def _compiles(field: str, value: object, text: str, engine: str) -> None:
         raise ValidationError(field, value, f"is not a valid regular expression for {where}: {error}")
 
 
-def redirect_target(field: str, value: object) -> str:
-    """An absolute http(s) URL or an absolute path; no variables."""
-    text = _require_str(field, value)
-    _no_control(field, text)
-    if len(text) > 2048 or not _REDIRECT.fullmatch(text):
-        raise ValidationError(
-            field, value, "must be an http(s) URL or a path starting with '/' (no spaces, quotes, ; $ { })"
-        )
-    return text
-
-
-def rewrite_target(field: str, value: object) -> str:
-    """Like a redirect target, but may use capture groups ``$1``..``$9``."""
-    text = _require_str(field, value)
-    _no_control(field, text)
-    if len(text) > 2048 or not _REWRITE.fullmatch(text):
-        raise ValidationError(
-            field, value, "must be a path or http(s) URL; '$' only as a capture group $0-$9"
-        )
-    return text
+redirect_target = _matching(
+    "redirect_target", _REDIRECT, "must be an http(s) URL or a path starting with '/' (no spaces, quotes, ; $ { })",
+    max_len=2048, no_control=True, doc="An absolute http(s) URL or an absolute path; no variables.")
+rewrite_target = _matching(
+    "rewrite_target", _REWRITE, "must be a path or http(s) URL; '$' only as a capture group $0-$9",
+    max_len=2048, no_control=True, doc="Like a redirect target, but may use capture groups ``$1``..``$9``.")
 
 
 def cidr(field: str, value: object) -> str:
@@ -343,41 +334,13 @@ def size(field: str, value: object) -> str:
     return text.lower()
 
 
-def header_name(field: str, value: object) -> str:
-    text = _require_str(field, value)
-    if not _HEADER.fullmatch(text):
-        raise ValidationError(field, value, "must be a header name (letters, digits, '-', '_')")
-    return text
-
-
-def header_value(field: str, value: object) -> str:
-    """A header value compared by Lua; printable ASCII only."""
-    text = _require_str(field, value)
-    if not _HEADER_VALUE.fullmatch(text):
-        raise ValidationError(field, value, "must be printable ASCII, at most 256 characters")
-    return text
-
-
-def cookie_name(field: str, value: object) -> str:
-    text = _require_str(field, value)
-    if not _COOKIE.fullmatch(text):
-        raise ValidationError(field, value, "must be a cookie name (letters, digits, '.', '_', '-')")
-    return text
-
-
-def cookie_path(field: str, value: object) -> str:
-    text = _require_str(field, value)
-    if not _COOKIE_PATH.fullmatch(text):
-        raise ValidationError(field, value, "must be a path of letters, digits and . _ ~ / -")
-    return text
-
-
-def user_name(field: str, value: object) -> str:
-    """A POSIX user name (the nginx ``user`` directive)."""
-    text = _require_str(field, value)
-    if not _USER.fullmatch(text):
-        raise ValidationError(field, value, "must be a user name (lower-case letters, digits, '_', '-')")
-    return text
+header_name = _matching("header_name", _HEADER, "must be a header name (letters, digits, '-', '_')")
+header_value = _matching("header_value", _HEADER_VALUE, "must be printable ASCII, at most 256 characters",
+                         doc="A header value compared by Lua; printable ASCII only.")
+cookie_name = _matching("cookie_name", _COOKIE, "must be a cookie name (letters, digits, '.', '_', '-')")
+cookie_path = _matching("cookie_path", _COOKIE_PATH, "must be a path of letters, digits and . _ ~ / -")
+user_name = _matching("user_name", _USER, "must be a user name (lower-case letters, digits, '_', '-')",
+                      doc="A POSIX user name (the nginx ``user`` directive).")
 
 
 def samesite(field: str, value: object) -> str:
@@ -414,11 +377,7 @@ def ssl_protocol(field: str, value: object) -> str:
     return str(value)
 
 
-def ssl_ciphers(field: str, value: object) -> str:
-    text = _require_str(field, value)
-    if not _CIPHERS.fullmatch(text):
-        raise ValidationError(field, value, "must be an OpenSSL cipher list (letters, digits, : + ! @ . _ -)")
-    return text
+ssl_ciphers = _matching("ssl_ciphers", _CIPHERS, "must be an OpenSSL cipher list (letters, digits, : + ! @ . _ -)")
 
 
 def log_format(field: str, value: object) -> str:

@@ -25,7 +25,7 @@ from .kernel import (
     KernelError,
     NotFound,
 )
-from .kernel_common import _batch, _error, _translate
+from .kernel_common import NetlinkSubsystem, _batch, _error, _translate
 from .netlink import NETLINK_ROUTE, NLM_F_CREATE, NLM_F_EXCL, NetlinkSocket, asciiz, nested, parse_attrs
 
 __all__ = ["LinuxAddresses"]
@@ -51,40 +51,13 @@ def _describe(op: AddressOp) -> str:
     return f"deleting {op.address} from {op.link}"
 
 
-class LinuxAddresses:
-    """:class:`~.kernel.Addresses` on the running kernel (socket opened on first use)."""
+class LinuxAddresses(NetlinkSubsystem[AddressOp]):
+    """:class:`~.kernel.Addresses` on the running kernel (an rtnetlink socket opened on first use)."""
 
-    def __init__(self) -> None:
-        self._rtnl: NetlinkSocket | None = None
+    def _open(self) -> NetlinkSocket:
+        return NetlinkSocket(NETLINK_ROUTE)
 
-    @property
-    def round_trips(self) -> int:
-        return self._rtnl.round_trips if self._rtnl is not None else 0
-
-    @property
-    def busy_seconds(self) -> float:
-        return self._rtnl.busy_seconds if self._rtnl is not None else 0.0
-
-    def _rtnl_socket(self) -> NetlinkSocket:
-        if self._rtnl is None:
-            self._rtnl = NetlinkSocket(NETLINK_ROUTE)
-        return self._rtnl
-
-
-    def close(self) -> None:
-        if self._rtnl is not None:
-            self._rtnl.close()
-        self._rtnl = None
-
-    def apply(self, ops: Sequence[AddressOp]) -> list[KernelError | None]:
-        return self._apply_addresses(ops) if ops else []
-
-    def _one(self, op: AddressOp) -> None:
-        [error] = self.apply([op])
-        if error is not None:
-            raise error
-
-    def _apply_addresses(self, ops: Sequence[AddressOp]) -> list[KernelError | None]:
+    def _apply(self, ops: Sequence[AddressOp]) -> list[KernelError | None]:
         results: list[KernelError | None] = [None] * len(ops)
         requests, positions = [], []
         indexes: dict[str, int | KernelError] = {}
@@ -102,7 +75,7 @@ class LinuxAddresses:
             requests.append((kind, NLM_F_CREATE | NLM_F_EXCL if kind == _RTM_NEWADDR else 0,
                              _addr_message(index, address)))
             positions.append(i)
-        for i, code in zip(positions, _batch(self._rtnl_socket(), requests) if requests else ()):
+        for i, code in zip(positions, _batch(self._socket(), requests) if requests else ()):
             if code:
                 results[i] = _error(code, _describe(ops[i]))
         return results
@@ -119,7 +92,7 @@ class LinuxAddresses:
 
     def _rtnl_one(self, kind: int, flags: int, payload: bytes) -> int:
         """One acked rtnetlink request; its errno (0 = done)."""
-        [code] = _batch(self._rtnl_socket(), [(kind, flags, payload)])
+        [code] = _batch(self._socket(), [(kind, flags, payload)])
         return code
 
     def ensure_dummy_link(self, name: str = DUMMY_LINK) -> None:
@@ -146,7 +119,7 @@ class LinuxAddresses:
         index = self._link_index(link)
         request = _IFADDRMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
         try:
-            bodies = self._rtnl_socket().dump(_RTM_GETADDR, request)
+            bodies = self._socket().dump(_RTM_GETADDR, request)
         except OSError as exc:
             raise _translate(exc, f"listing addresses of {link}") from exc
         found = set()

@@ -1,8 +1,9 @@
-"""What the Linux adapters of the IPVS mode share: loading modules, and
-turning an errno into the exceptions of :mod:`.kernel`.
+"""What the Linux adapters of the IPVS mode share: loading modules,
+turning an errno into the exceptions of :mod:`.kernel`, and the shape of a
+subsystem spoken to over one netlink socket (:class:`NetlinkSubsystem`).
 
 Used by :mod:`.kernel_ipvs`, :mod:`.kernel_addresses`, :mod:`.kernel_ipsets`
-and :mod:`.kernel_linux`; nothing here keeps state.
+and :mod:`.kernel_linux`; nothing here keeps state but a subsystem's socket.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+
+from typing import Generic, Sequence, TypeVar
 
 from .kernel import Exists, KernelError, NotFound
 from .netlink import NetlinkSocket
@@ -59,3 +62,53 @@ def _batch(sock: NetlinkSocket, requests: list) -> list[int]:
     except OSError as exc:
         raise KernelError(f"netlink batch of {len(requests)} requests: {exc.strerror or exc}", exc.errno) from exc
 
+
+
+Op = TypeVar("Op")
+
+
+class NetlinkSubsystem(Generic[Op]):
+    """A kernel subsystem spoken to over one netlink socket of its own.
+
+    The socket is opened by ``_open`` on first use (``_socket``) and stays
+    in the network namespace of the thread that opened it; a socket per
+    subsystem is what lets their ``apply`` calls run alongside each other.
+    ``round_trips`` and ``busy_seconds`` are the socket's counters (0 before
+    it is opened). Subclasses write ``_open`` and ``_apply`` (a non-empty
+    batch: one result per op, None for success).
+    """
+
+    def __init__(self) -> None:
+        self._sock: NetlinkSocket | None = None
+
+    def _open(self) -> NetlinkSocket:
+        raise NotImplementedError
+
+    def _apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
+        raise NotImplementedError
+
+    def _socket(self) -> NetlinkSocket:
+        if self._sock is None:
+            self._sock = self._open()
+        return self._sock
+
+    @property
+    def round_trips(self) -> int:
+        return self._sock.round_trips if self._sock is not None else 0
+
+    @property
+    def busy_seconds(self) -> float:
+        return self._sock.busy_seconds if self._sock is not None else 0.0
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = None
+
+    def apply(self, ops: Sequence[Op]) -> list[KernelError | None]:
+        return self._apply(ops) if ops else []
+
+    def _one(self, op: Op) -> None:
+        [error] = self.apply([op])
+        if error is not None:
+            raise error

@@ -25,7 +25,7 @@ from .kernel import (
     KernelError,
     NotFound,
 )
-from .kernel_common import _batch, _error
+from .kernel_common import NetlinkSubsystem, _batch, _error
 from .netlink import NETLINK_NETFILTER, NLM_F_EXCL, NetlinkSocket, parse_attrs
 
 __all__ = ["LinuxIPSets"]
@@ -45,42 +45,18 @@ def _describe(op: IPSetOp) -> str:
     return f"deleting {op.entry} from ipset {op.name}"
 
 
-class LinuxIPSets:
+class LinuxIPSets(NetlinkSubsystem[IPSetOp]):
     """:class:`~.kernel.IPSets` on the running kernel (socket opened on first use)."""
 
     def __init__(self) -> None:
-        self._nfnl: NetlinkSocket | None = None
+        super().__init__()
         self._set_types: dict[str, str] = {}  # ipset name -> type, see _set_type_cached
         self._revisions: dict[tuple[str, int], int] = {}  # (set type, family) -> highest revision
 
-    @property
-    def round_trips(self) -> int:
-        return self._nfnl.round_trips if self._nfnl is not None else 0
+    def _open(self) -> NetlinkSocket:
+        return NetlinkSocket(NETLINK_NETFILTER)
 
-    @property
-    def busy_seconds(self) -> float:
-        return self._nfnl.busy_seconds if self._nfnl is not None else 0.0
-
-    def _nfnl_socket(self) -> NetlinkSocket:
-        if self._nfnl is None:
-            self._nfnl = NetlinkSocket(NETLINK_NETFILTER)
-        return self._nfnl
-
-
-    def close(self) -> None:
-        if self._nfnl is not None:
-            self._nfnl.close()
-        self._nfnl = None
-
-    def apply(self, ops: Sequence[IPSetOp]) -> list[KernelError | None]:
-        return self._apply_ipset(ops) if ops else []
-
-    def _one(self, op: IPSetOp) -> None:
-        [error] = self.apply([op])
-        if error is not None:
-            raise error
-
-    def _apply_ipset(self, ops: Sequence[IPSetOp]) -> list[KernelError | None]:
+    def _apply(self, ops: Sequence[IPSetOp]) -> list[KernelError | None]:
         results: list[KernelError | None] = [None] * len(ops)
         requests, positions = [], []
         for i, op in enumerate(ops):
@@ -99,7 +75,7 @@ class LinuxIPSets:
             # Exists/NotFound, as ipset(8) without -exist reports them.
             requests.append((ipsetnl.msg_type(_IPSET_METHODS[type(op)]), NLM_F_EXCL, payload))
             positions.append(i)
-        codes = _batch(self._nfnl_socket(), requests) if requests else []
+        codes = _batch(self._socket(), requests) if requests else []
         for i, code in zip(positions, codes):
             if code:
                 op = ops[i]
@@ -121,7 +97,7 @@ class LinuxIPSets:
     # -- ipsets ------------------------------------------------------------------
     def _ipset_command(self, cmd: int, payload: bytes, what: str, flags: int = 0) -> None:
         """One acked ipset request (create, flush, destroy)."""
-        [code] = _batch(self._nfnl_socket(), [(ipsetnl.msg_type(cmd), flags, payload)])
+        [code] = _batch(self._socket(), [(ipsetnl.msg_type(cmd), flags, payload)])
         if code:
             raise self._ipset_error(code, what)
 
@@ -131,7 +107,7 @@ class LinuxIPSets:
         if key not in self._revisions:
             what = f"ipset type {set_type}"
             try:
-                bodies = self._nfnl_socket().request(ipsetnl.msg_type(ipsetnl.CMD_TYPE),
+                bodies = self._socket().request(ipsetnl.msg_type(ipsetnl.CMD_TYPE),
                                                      ipsetnl.type_request(set_type, family))
             except OSError as exc:
                 raise self._ipset_error(exc.errno, what) from exc
@@ -145,7 +121,7 @@ class LinuxIPSets:
         """The set's type, read from the kernel (and remembered)."""
         self._set_types.pop(name, None)
         try:
-            bodies = self._nfnl_socket().request(ipsetnl.msg_type(_IPSET_CMD_HEADER), ipsetnl.list_request(name))
+            bodies = self._socket().request(ipsetnl.msg_type(_IPSET_CMD_HEADER), ipsetnl.list_request(name))
         except OSError as exc:
             raise self._ipset_error(exc.errno, f"reading ipset {name}") from exc
         for body in bodies:
@@ -186,7 +162,7 @@ class LinuxIPSets:
 
     def list_ipset(self, name: str) -> set[IPSetEntry]:
         try:
-            bodies = self._nfnl_socket().dump(ipsetnl.msg_type(ipsetnl.CMD_LIST), ipsetnl.list_request(name))
+            bodies = self._socket().dump(ipsetnl.msg_type(ipsetnl.CMD_LIST), ipsetnl.list_request(name))
         except OSError as exc:
             raise self._ipset_error(exc.errno, f"listing ipset {name}") from exc
         set_type, members = ipsetnl.parse_list(bodies)

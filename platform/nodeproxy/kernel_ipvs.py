@@ -34,7 +34,7 @@ from .kernel import (
     UpdateVirtualServer,
     VirtualServer,
 )
-from .kernel_common import _batch, _error, _translate
+from .kernel_common import NetlinkSubsystem, _batch, _error, _translate
 from .netlink import NETLINK_GENERIC, NetlinkSocket, genl_family
 
 __all__ = ["LinuxIPVS"]
@@ -67,46 +67,34 @@ def _describe(op: IPVSOp) -> str:
     }[type(op)]()
 
 
-class LinuxIPVS:
+class LinuxIPVS(NetlinkSubsystem[IPVSOp]):
     """:class:`~.kernel.IPVS` on the running kernel. The socket is opened on
     first use (it needs the ``ip_vs`` module) and stays in the network
     namespace of the thread that first used it."""
 
     def __init__(self) -> None:
-        self._ipvs: NetlinkSocket | None = None
+        super().__init__()
         self._ipvs_family = 0
         self._proc_seconds = 0.0
 
     @property
-    def round_trips(self) -> int:
-        return self._ipvs.round_trips if self._ipvs is not None else 0
-
-    @property
     def busy_seconds(self) -> float:
-        return (self._ipvs.busy_seconds if self._ipvs is not None else 0.0) + self._proc_seconds
+        return super().busy_seconds + self._proc_seconds
 
-    def _ipvs_socket(self) -> NetlinkSocket:
-        if self._ipvs is None:
-            sock = NetlinkSocket(NETLINK_GENERIC)
-            try:
-                self._ipvs_family = genl_family(sock, ipvsnl.FAMILY)
-            except OSError as exc:
-                sock.close()
-                raise IPVSUnavailable("ip_vs", f"generic netlink family IPVS: {exc.strerror}") from exc
-            self._ipvs = sock
-        return self._ipvs
-
-
-    def close(self) -> None:
-        if self._ipvs is not None:
-            self._ipvs.close()
-        self._ipvs = None
+    def _open(self) -> NetlinkSocket:
+        sock = NetlinkSocket(NETLINK_GENERIC)
+        try:
+            self._ipvs_family = genl_family(sock, ipvsnl.FAMILY)
+        except OSError as exc:
+            sock.close()
+            raise IPVSUnavailable("ip_vs", f"generic netlink family IPVS: {exc.strerror}") from exc
+        return sock
 
     def probe_scheduler(self, scheduler: str) -> None:
         # The kernel loads ip_vs_<name> on demand when a service asks for it;
         # creating a throw-away firewall-mark service is the one test that
         # covers built-in, loadable and missing schedulers alike.
-        sock = self._ipvs_socket()
+        sock = self._socket()
         add = ipvsnl.fwmark_service(ipvsnl.CMD_NEW_SERVICE, _PROBE_FWMARK, scheduler)
         delete = ipvsnl.fwmark_service(ipvsnl.CMD_DEL_SERVICE, _PROBE_FWMARK, scheduler)
         [code] = _batch(sock, [(self._ipvs_family, 0, add)])
@@ -117,16 +105,8 @@ class LinuxIPVS:
             raise _error(code, "deleting the scheduler probe service")
 
 
-    def apply(self, ops: Sequence[IPVSOp]) -> list[KernelError | None]:
-        return self._apply_ipvs(ops) if ops else []
-
-    def _one(self, op: IPVSOp) -> None:
-        [error] = self.apply([op])
-        if error is not None:
-            raise error
-
-    def _apply_ipvs(self, ops: Sequence[IPVSOp]) -> list[KernelError | None]:
-        sock = self._ipvs_socket()
+    def _apply(self, ops: Sequence[IPVSOp]) -> list[KernelError | None]:
+        sock = self._socket()
         family = self._ipvs_family
         requests: list[tuple[int, int, bytes]] = []
         for method, run in groupby(ops, key=type):
@@ -156,7 +136,7 @@ class LinuxIPVS:
 
     # -- IPVS virtual servers ----------------------------------------------------
     def _ipvs_dump(self, payload: bytes, what: str):
-        sock = self._ipvs_socket()
+        sock = self._socket()
         try:
             return sock.dump(self._ipvs_family, payload)
         except OSError as exc:
@@ -182,7 +162,7 @@ class LinuxIPVS:
         if not bodies:
             # A dump for a missing service is empty rather than an error.
             try:
-                self._ipvs_socket().request(self._ipvs_family, ipvsnl.service(ipvsnl.CMD_GET_SERVICE, vs))
+                self._socket().request(self._ipvs_family, ipvsnl.service(ipvsnl.CMD_GET_SERVICE, vs))
             except OSError as exc:
                 raise _translate(exc, what) from exc
         states = [s for s in map(ipvsnl.parse_dest, bodies) if s is not None]
@@ -200,7 +180,7 @@ class LinuxIPVS:
     def set_ipvs_timeouts(self, tcp: int, tcp_fin: int, udp: int) -> None:
         if not (tcp or tcp_fin or udp):
             return
-        [code] = _batch(self._ipvs_socket(), [(self._ipvs_family, 0, ipvsnl.set_timeouts(tcp, tcp_fin, udp))])
+        [code] = _batch(self._socket(), [(self._ipvs_family, 0, ipvsnl.set_timeouts(tcp, tcp_fin, udp))])
         if code:
             raise _error(code, "setting IPVS timeouts")
 

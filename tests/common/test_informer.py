@@ -1,3 +1,4 @@
+import contextlib
 import threading
 import time
 
@@ -67,15 +68,27 @@ def source_rvs(source, resource=CONFIGMAPS):
     return {k: o["metadata"]["resourceVersion"] for k, o in source.state(resource).items()}
 
 
-def test_handlers_see_adds_updates_deletes_in_order():
-    source = MemorySource()
-    source.create(CONFIGMAPS, configmap("a"))
-    informer = Informer(source, CONFIGMAPS, options=FAST)
+@contextlib.contextmanager
+def synced(source, *handlers, **options):
+    """A started Informer on ConfigMaps of ``source`` with ``handlers`` and a
+    Recorder (last), synced; yields (informer, recorder) and stops it after."""
+    informer = Informer(source, CONFIGMAPS, options=FAST, **options)
+    for handler in handlers:
+        informer.add_handler(handler)
     rec = Recorder()
     informer.add_handler(rec)
     informer.start()
     try:
         assert informer.wait_for_sync(5)
+        yield informer, rec
+    finally:
+        informer.stop()
+
+
+def test_handlers_see_adds_updates_deletes_in_order():
+    source = MemorySource()
+    source.create(CONFIGMAPS, configmap("a"))
+    with synced(source) as (informer, rec):
         assert informer.has_synced()
         assert rec.calls == [("add", "default/a")]
         source.update(CONFIGMAPS, configmap("a", "2"))
@@ -84,20 +97,13 @@ def test_handlers_see_adds_updates_deletes_in_order():
         assert wait_for(lambda: len(rec.calls) == 4)
         assert rec.calls[1:] == [("update", "default/a"), ("add", "default/b"), ("delete", "default/a")]
         assert rec.rvs() == source_rvs(source)
-    finally:
-        informer.stop()
 
 
 def test_deletes_found_on_relist_are_tombstones():
     source = MemorySource()
     source.create(CONFIGMAPS, configmap("a"))
     source.create(CONFIGMAPS, configmap("b"))
-    informer = Informer(source, CONFIGMAPS, options=FAST)
-    rec = Recorder()
-    informer.add_handler(rec)
-    informer.start()
-    try:
-        assert informer.wait_for_sync(5)
+    with synced(source) as (informer, rec):
         assert wait_for(lambda: source.count("watch") == 1)
         source.fail_next(errors.ServerError(500, "down"))
         source.drop_watches()
@@ -111,19 +117,12 @@ def test_deletes_found_on_relist_are_tombstones():
         assert ("update", "default/a") in rec.calls
         assert informer.store.get("default/b") is None
         assert last_b["metadata"]["name"] == "b"
-    finally:
-        informer.stop()
 
 
 def test_unchanged_objects_are_not_redelivered_on_relist():
     source = MemorySource()
     source.create(CONFIGMAPS, configmap("a"))
-    informer = Informer(source, CONFIGMAPS, options=FAST)
-    rec = Recorder()
-    informer.add_handler(rec)
-    informer.start()
-    try:
-        assert informer.wait_for_sync(5)
+    with synced(source) as (informer, rec):
         first = informer.store.get("default/a")
         assert wait_for(lambda: source.count("watch") == 1)
         source.compact()
@@ -133,33 +132,23 @@ def test_unchanged_objects_are_not_redelivered_on_relist():
         assert rec.calls == [("add", "default/a")]
         # The store keeps the object handlers were given, not the relisted copy.
         assert informer.store.get("default/a") is first
-    finally:
-        informer.stop()
 
 
 def test_handler_exceptions_are_logged_and_do_not_stop_the_informer(caplog):
     source = MemorySource()
-    informer = Informer(source, CONFIGMAPS, options=FAST)
     seen = []
 
     def explode(obj):
         seen.append(obj["metadata"]["name"])
         raise RuntimeError("handler bug")
 
-    informer.add_handler(FuncHandler(add=explode))
-    rec = Recorder()
-    informer.add_handler(rec)
-    informer.start()
-    try:
-        assert informer.wait_for_sync(5)
+    with synced(source, FuncHandler(add=explode)) as (informer, rec):
         source.create(CONFIGMAPS, configmap("a"))
         source.create(CONFIGMAPS, configmap("b"))
         assert wait_for(lambda: rec.rvs() == source_rvs(source))
         assert seen == ["a", "b"]
         assert "handler bug" in caplog.text
         assert informer.reflector.list_count == 1  # a handler bug does not force relists
-    finally:
-        informer.stop()
 
 
 def test_handler_added_late_gets_existing_objects_first():

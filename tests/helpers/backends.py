@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from platformd.ingress.model import Endpoint
+from tests.helpers.loopback_http import LoopbackHttp
 from tests.helpers.waiting import wait_for
 
 __all__ = ["HttpBackend", "NginxBackend", "backends", "free_port"]
@@ -84,25 +85,13 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 1024
 
 
-class HttpBackend:
+class HttpBackend(LoopbackHttp):
     def __init__(self, name: str, delay: float = 0.0) -> None:
         self.name = name
         self.delay = delay
         self.hits = 0
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.backend = self  # type: ignore[attr-defined]
-        self.address, self.port = self._server.server_address[:2]
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"backend-{name}", daemon=True)
-        self._thread.start()
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return Endpoint(self.address, self.port)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_Handler, owner=self, name=f"backend-{name}", server_class=_Server)
 
 
 class NginxBackend:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-from platformd.ingress.model import Endpoint
+from tests.helpers.loopback_http import LoopbackHttp
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -74,11 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-
-class ScriptedBackend:
+class ScriptedBackend(LoopbackHttp):
     def __init__(self, name: str) -> None:
         self.name = name
         self.hits = 0
@@ -86,19 +82,7 @@ class ScriptedBackend:
         self.seen: list[tuple[str, str, dict[str, str], str]] = []
         self.connections: list[socket.socket] = []
         self.lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.backend = self  # type: ignore[attr-defined]
-        self.address, self.port = self._server.server_address[:2]
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"scripted-{name}", daemon=True)
-        self._thread.start()
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return Endpoint(self.address, self.port)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_Handler, owner=self, name=f"scripted-{name}")
 
     def kill(self) -> None:
         """Stop and close every open connection too (keep-alive ones included):

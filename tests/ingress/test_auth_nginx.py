@@ -19,6 +19,7 @@ import pytest
 from platformd.ingress.auth import Auth, ExternalAuth
 from platformd.ingress.model import AccessControl, Backend, Configuration, Endpoint, Location, Server
 from tests.helpers.backends import free_port
+from tests.helpers.dataplane import apply, reloads
 
 HOST = "app.example"
 
@@ -97,15 +98,6 @@ def site(service, *locations: Location) -> Configuration:
     port = service.server_address[1]
     return Configuration(servers=(Server(HOST, locations=locations),),
                          backends=(Backend("app", endpoints=(Endpoint("127.0.0.1", port),)),))
-
-
-def apply(dataplane, config: Configuration) -> None:
-    result = dataplane.apply(config)
-    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
-
-
-def reloads(dataplane) -> float:
-    return dataplane.registry.get_sample_value("nginx_ingress_controller_success")
 
 
 def basic(realm: str = "Staff", **kw) -> Auth:

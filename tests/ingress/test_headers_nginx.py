@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
 
 from platformd.ingress import headers as h
-from platformd.ingress.model import Backend, BackendProtocol, Configuration, Endpoint, Location, ProxySettings, Server
+from platformd.ingress.model import Backend, BackendProtocol, Configuration, Location, ProxySettings, Server
+from tests.helpers.loopback_http import LoopbackHttp
+from tests.helpers.dataplane import apply, reloads
 
 
-class RecordingBackend:
+class RecordingBackend(LoopbackHttp):
     """Answers 200 with its name, the request's headers as JSON and the
     response headers it was told to send (``extra``, a list of pairs)."""
 
@@ -54,21 +55,10 @@ class RecordingBackend:
             def log_message(self, *args) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return Endpoint("127.0.0.1", self.port)
+        super().__init__(Handler)
 
     def next(self, timeout: float = 5.0) -> dict:
         return self.requests.get(timeout=timeout)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 @pytest.fixture
@@ -83,15 +73,6 @@ def recording():
     yield make
     for b in started:
         b.stop()
-
-
-def apply(dataplane, config: Configuration) -> None:
-    result = dataplane.apply(config)
-    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
-
-
-def reloads(dataplane) -> float:
-    return dataplane.registry.get_sample_value("nginx_ingress_controller_success")
 
 
 def site(*locations: Location, backends: dict, settings=None) -> Configuration:

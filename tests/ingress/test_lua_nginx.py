@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +34,8 @@ from platformd.ingress.model import (
     TrafficShapingPolicy,
 )
 from platformd.ingress.render import backends_checksum, certificate_uid, checksum
-from tests.helpers.certs import served_certificate
+from tests.helpers.certs import self_signed, served_certificate
+from tests.helpers.dataplane import apply
 
 HOST = "app.example.com"
 
@@ -54,11 +54,6 @@ def site(*backend_list: Backend, certificates: tuple[Certificate, ...] = (), pri
 
 def endpoints(*servers) -> tuple:
     return tuple(s.endpoint for s in servers)
-
-
-def apply(dataplane, config: Configuration) -> None:
-    result = dataplane.apply(config)
-    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
 
 
 def hits(dataplane, n: int, client: httpx.Client | None = None, parallel: int = 1, **kwargs) -> Counter:
@@ -393,23 +388,13 @@ def test_configuration_endpoint_is_not_on_public_listeners(dataplane, backends):
 # --- certificates -------------------------------------------------------------
 
 
-def make_cert(directory: Path, cn: str) -> tuple[str, str]:
-    key, crt = directory / f"{cn}.key", directory / f"{cn}.crt"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={cn}",
-         "-keyout", str(key), "-out", str(crt)],
-        check=True, capture_output=True,
-    )
-    return crt.read_text(), key.read_text()
-
-
 def der(pem: str) -> bytes:
     return ssl.PEM_cert_to_DER_cert(pem)
 
 
 @pytest.fixture
 def pems(tmp_path):
-    return {cn: make_cert(tmp_path, cn) for cn in ("app.example.com", "wild.example.com", "other", "default")}
+    return {cn: self_signed(cn, tmp_path) for cn in ("app.example.com", "wild.example.com", "other", "default")}
 
 
 def test_certificates_per_sni_wildcard_and_fallback(dataplane, backends, pems):

@@ -28,20 +28,7 @@ from platformd.ingress.model import (
     Server,
     Timeouts,
 )
-
-
-def apply(dataplane, config: Configuration) -> None:
-    result = dataplane.apply(config)
-    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
-
-
-def reloads(dataplane) -> float:
-    return dataplane.registry.get_sample_value("nginx_ingress_controller_success")
-
-
-def answer(dataplane, path: str, host: str, **kwargs) -> str:
-    r = dataplane.get(path, host=host, **kwargs)
-    return r.headers.get("x-backend") or str(r.status_code)
+from tests.helpers.dataplane import answer, apply, reloads
 
 
 # --- matching: hosts x paths x path types x regex --------------------------------

@@ -9,8 +9,6 @@ only, and the configured default certificate. Fixtures: tests/ingress/conftest.p
 from __future__ import annotations
 
 import ssl
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -22,23 +20,13 @@ from platformd.ingress.model import (
     PathMatch,
     Server,
 )
-from tests.helpers.certs import served_certificate
-
-
-def apply(dataplane, config: Configuration) -> None:
-    result = dataplane.apply(config)
-    assert result.ok, f"{result.error}\n{dataplane.error_log()[-2000:]}"
+from tests.helpers.certs import self_signed, served_certificate
+from tests.helpers.dataplane import answer, apply
 
 
 def backends_for(named: dict) -> tuple[Backend, ...]:
     """One backend per test server, named after it."""
     return tuple(Backend(name, endpoints=(server.endpoint,)) for name, server in named.items())
-
-
-def answer(dataplane, path: str, host: str, **kwargs) -> str:
-    """The backend that answered, or ``<status>`` when nginx answered itself."""
-    r = dataplane.get(path, host=host, **kwargs)
-    return r.headers.get("x-backend") or str(r.status_code)
 
 
 def test_wildcard_host_covers_one_label_and_exact_hosts_win(dataplane, backends):
@@ -145,19 +133,9 @@ def test_catch_all_without_default_backend_answers_404_beside_its_locations(data
 # --- TLS ------------------------------------------------------------------------------
 
 
-def make_cert(directory: Path, cn: str) -> tuple[str, str]:
-    key, crt = directory / f"{cn}.key", directory / f"{cn}.crt"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={cn}",
-         "-keyout", str(key), "-out", str(crt)],
-        check=True, capture_output=True,
-    )
-    return crt.read_text(), key.read_text()
-
-
 @pytest.fixture
 def pems(tmp_path):
-    return {cn: make_cert(tmp_path, cn) for cn in ("secure.example.com", "default")}
+    return {cn: self_signed(cn, tmp_path) for cn in ("secure.example.com", "default")}
 
 
 def test_hsts_only_on_servers_with_tls(dataplane, backends, pems):

@@ -17,6 +17,7 @@ from platformd.ingress.model import Backend, Configuration, Endpoint, Location, 
 from platformd.ingress.traffic import Traffic
 from tests.helpers.scripted_backend import ScriptedBackend
 from tests.helpers.waiting import wait_for
+from tests.helpers.dataplane import reloads
 
 HOST = "app.example"
 
@@ -33,10 +34,6 @@ def scripted():
     yield make
     for backend in started:
         backend.stop()
-
-
-def reloads(dataplane) -> float:
-    return dataplane.registry.get_sample_value("nginx_ingress_controller_success")
 
 
 def apply(dataplane, *locations: Location, endpoints: dict[str, tuple[Endpoint, ...]], tls: bool = False) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from platformd.ingress import validate as v
@@ -156,3 +158,20 @@ def test_pem_bundle_requires_blocks_and_never_echoes_the_key():
     with pytest.raises(v.ValidationError) as err:
         v.pem_bundle("c", cert, "secret stuff")
     assert "secret" not in str(err.value)
+
+
+def test_pattern_validators_share_one_contract():
+    """The validators built by ``_matching``: a full match of the pattern,
+    within the length limit, control characters named as such first."""
+    check = v._matching("digits", re.compile(r"[0-9]+"), "must be digits",
+                        max_len=3, no_control=True, doc="Digits.")
+    assert (check.__name__, check.__doc__) == ("digits", "Digits.")
+    assert check("f", "123") == "123"
+    for value, reason in [(12, "must be a string"), ("1234", "must be digits"), ("12a", "must be digits"),
+                          ("1\n", "contains control characters (newline, tab, NUL...)")]:
+        with pytest.raises(v.ValidationError) as err:
+            check("f", value)
+        assert (err.value.field, err.value.reason) == ("f", reason)
+    # The validators are plain functions with their own names (error messages, tracebacks).
+    assert [f.__name__ for f in (v.path, v.backend_name, v.redirect_target, v.header_name)] == [
+        "path", "backend_name", "redirect_target", "header_name"]

@@ -2,24 +2,14 @@
 local client_tls = require("client_tls")
 local schema = require("util.schema")
 
-local deps = {
-  null = setmetatable({}, {}),
-  regex_ok = function(pattern)
-    if pattern:find("(", 1, true) and not pattern:find(")", 1, true) then
-      return nil, "missing )"
-    end
-    return true
-  end,
-}
+local helpers = require("helpers")
+
+local deps = helpers.schema_deps()
 
 local PEM = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
 
 local function meta(client)
-  return {
-    default = { hsts = false, exact = {}, prefix = {}, regex = {} },
-    policies = {}, hsts = "", ssl_redirect = { code = 308, port = 443 }, shards = 16,
-    client_tls = client,
-  }
+  return helpers.routes_meta({ client_tls = client })
 end
 
 local function host(ct)

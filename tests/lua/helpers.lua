@@ -83,4 +83,38 @@ function M.with_module(name, fake_ngx, stubs, fn, ...)
   if not ok then error(err, 0) end
 end
 
+--- The `deps` util.schema takes, as the specs use them: `null` (a sentinel
+-- that prints as "null"), `regex_ok` refusing a "(" without ")" (the specs'
+-- stand-in for PCRE), `pem_ok` wanting a "BEGIN CERTIFICATE" line.
+function M.schema_deps()
+  return {
+    null = setmetatable({}, { __tostring = function() return "null" end }),
+    regex_ok = function(pattern)
+      if pattern:find("(", 1, true) and not pattern:find(")", 1, true) then
+        return nil, "missing )"
+      end
+      return true
+    end,
+    pem_ok = function(pem)
+      if pem:find("BEGIN CERTIFICATE", 1, true) then
+        return true
+      end
+      return nil, "not a PEM"
+    end,
+  }
+end
+
+--- A minimal valid "routes" section (util.schema.validate_routes_meta) with
+-- `extra`'s fields added.
+function M.routes_meta(extra)
+  local meta = {
+    default = { hsts = false, exact = {}, prefix = {}, regex = {} },
+    policies = {}, hsts = "", ssl_redirect = { code = 308, port = 443 }, shards = 16,
+  }
+  for k, v in pairs(extra) do
+    meta[k] = v
+  end
+  return meta
+end
+
 return M

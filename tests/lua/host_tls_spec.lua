@@ -2,14 +2,12 @@
 local host_tls = require("host_tls")
 local schema = require("util.schema")
 
-local deps = { null = setmetatable({}, {}), regex_ok = function() return true end }
+local helpers = require("helpers")
+
+local deps = helpers.schema_deps()
 
 local function meta(data)
-  return {
-    default = { hsts = false, exact = {}, prefix = {}, regex = {} },
-    policies = {}, hsts = "", ssl_redirect = { code = 308, port = 443 }, shards = 16,
-    host_tls = data,
-  }
+  return helpers.routes_meta({ host_tls = data })
 end
 
 describe("host_tls.key_for", function()

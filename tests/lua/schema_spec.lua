@@ -1,19 +1,7 @@
 local schema = require("util.schema")
 
-local NULL = setmetatable({}, { __tostring = function() return "null" end })
-local deps = {
-  null = NULL,
-  regex_ok = function(pattern)
-    if pattern:find("(", 1, true) and not pattern:find(")", 1, true) then
-      return nil, "missing )"
-    end
-    return true
-  end,
-  pem_ok = function(pem)
-    if pem:find("BEGIN CERTIFICATE", 1, true) then return true end
-    return nil, "not a PEM"
-  end,
-}
+local deps = require("helpers").schema_deps()
+local NULL = deps.null
 
 local function backend(fields)
   local b = { name = "ns-svc-80", endpoints = { { address = "10.1.0.5", port = 8080 } } }
@@ -116,3 +104,58 @@ describe("util.schema certificates", function()
   end)
 end)
 
+
+describe("util.schema records (read by their tables of fields)", function()
+  local POLICY = {
+    fast = true, lane = "@platform_proxy_off", scheme = "http", body_size = 0, timeouts = { 5, 60, 60 },
+    upstream_vhost = "", ssl_redirect = false, limit_rps = 0, limit_burst = 0, limit_connections = 0,
+  }
+  local function routes(policy)
+    local host = { hsts = false, exact = {}, prefix = {}, regex = {} }
+    return schema.validate_routes({ hosts = {}, default = host, policies = { aa = policy }, hsts = "",
+      ssl_redirect = { code = 308, port = 443 } }, deps)
+  end
+  local function with(fields)
+    local p = {}
+    for k, v in pairs(POLICY) do p[k] = v end
+    for k, v in pairs(fields) do p[k] = v end
+    return p
+  end
+
+  it("fills defaults and empty lists for absent or null fields", function()
+    local p = assert(routes(with({ limit_rpm = NULL, cors = NULL }))).policies.aa
+    assert.equals(0, p.limit_rpm)
+    assert.equals(0, p.limit_rpm_burst)
+    assert.same({}, p.allow)
+    assert.is_nil(p.cors)
+    assert.same({ 5, 60, 60 }, p.timeouts)
+  end)
+
+  it("names a missing required field, a wrong type and a range", function()
+    local _, e = routes(with({ lane = NULL }))
+    assert.equals("data.policies[aa].lane: missing", e)
+    _, e = routes(with({ fast = "yes" }))
+    assert.equals("data.policies[aa].fast: must be a boolean", e)
+    _, e = routes(with({ limit_rps = -1 }))
+    assert.equals("data.policies[aa].limit_rps: must be an integer in [0, 1000000000]", e)
+    _, e = routes(with({ cors = { 1 } }))
+    assert.equals("data.policies[aa].cors: must be an object", e)
+    _, e = routes(with({ cors = { methods = "GET", headers = "", credentials = false } }))
+    assert.equals("data.policies[aa].cors.max_age: missing", e)
+  end)
+
+  it("reports the first problem in the order of the fields, whatever the table's order", function()
+    local _, e = routes(with({ scheme = 1, fast = 1, limit_burst = -1 }))
+    assert.equals("data.policies[aa].fast: must be a boolean", e)
+  end)
+
+  it("checks fixed-length integer lists item by item", function()
+    local _, e = routes(with({ timeouts = { 5, 60 } }))
+    assert.equals("data.policies[aa].timeouts: must be [connect, send, read]", e)
+    _, e = routes(with({ timeouts = { 5, 0, 60 } }))
+    assert.equals("data.policies[aa].timeouts[2]: must be seconds in [1, 86400]", e)
+    _, e = routes(with({ limit_status = { 429, 600 } }))
+    assert.equals("data.policies[aa].limit_status[2]: must be a status from 400 to 599", e)
+    assert(routes(with({ limit_status = { 429, 503 } })))
+  end)
+end)

@@ -6,13 +6,13 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.loopback_http import LoopbackHttp
 from tests.helpers.waiting import wait_for
 
 
@@ -54,13 +54,11 @@ class StandInComponent:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._http = LoopbackHttp(H)
+        self.url = self._http.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._http.stop()
 
 
 @pytest.fixture
