@@ -733,6 +733,9 @@ local function hex_keyed(value, field, path, deps, what, check)
     if type(key) ~= "string" or not key:match(POLICY_HEX) then
       fail(where, "must be keyed by hex " .. what)
     end
+    if type(entry) ~= "table" then
+      fail(where, "must be an object")
+    end
     out[key] = check(entry, where, deps)
   end
   return out
