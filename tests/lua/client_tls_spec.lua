@@ -58,7 +58,7 @@ describe("schema of client_tls", function()
       { names = {}, cas = { ab12 = { pem = PEM, depth = 0 } } },
       { names = { ["a b"] = "ab12" }, cas = { ab12 = { pem = PEM, depth = 1 } } },
       { names = {} },
-      { names = {}, cas = { ab12 = "not an object" } },
+      { names = {}, cas = { ab12 = 7 } }, -- not an object
     }
     for _, data in ipairs(bad_meta) do
       local out, err = schema.validate_routes_meta(meta(data), deps)
