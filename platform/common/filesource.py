@@ -139,7 +139,10 @@ def _build(node: yaml.Node, loader: _ManifestLoader) -> object:
             if key.tag != _STR:
                 raise _NeedsConstructor
             name = sys.intern(key.value)
-            item = _build(value, loader)
+            if name in interning.UNIQUE_KEYS and value.tag == _STR:
+                item = value.value  # as decoded JSON is (see interning)
+            else:
+                item = _build(value, loader)
             if name in interning.SHARED_KEYS and item.__class__ in (dict, list):
                 item = interning.share(item)  # as decoded JSON is (see interning)
             built[name] = item
