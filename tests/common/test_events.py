@@ -218,7 +218,7 @@ def test_past_max_pending_an_object_keeps_its_newest_event(server, api):
         for i in range(3):
             rec.event(ingress("a"), "Warning", f"Reason{i}", "x")
         rec.event(ingress("b"), "Warning", "Other", "y")
-        waiting = {k[4]: [r.reason for r in v.values()] for k, v in rec._pending.items()}
+        waiting = {k[4]: [r.reason for r in v] for k, v in rec._pending.items()}
     try:
         assert waiting["b"] == ["Other"]
         assert waiting["a"][-1] == "Reason2"
