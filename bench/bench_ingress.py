@@ -306,7 +306,8 @@ def json_floor_mb(n: int) -> float:
 
 def imports_rss_mb() -> float:
     """RSS of a fresh process that has imported what the controller imports."""
-    code = ("import prometheus_client, yaml, jinja2, httpx, kubernetes.client\n"
+    code = ("import prometheus_client, yaml, jinja2, httpx\n"
+            "from platformd.common import kubeclient\n"
             "from platformd.ingress import main, controller, dataplane, render, translate, view, server\n"
             "from platformd.common import filesource, apisource, informer\n"
             "for line in open('/proc/self/status'):\n"

@@ -25,9 +25,9 @@ import threading
 from collections.abc import Iterable, Iterator
 
 import urllib3
-from kubernetes import client as k8s_client
 
 from platformd.common import errors, gcpause, interning, kubeclient
+from platformd.common.kubelib import ApiClient
 from platformd.common.reflector import ListPage, WatchEvent
 from platformd.common.resources import Resource
 
@@ -47,7 +47,7 @@ _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OS
 class ApiSource:
     """The API server as a reflector ``Source``. Thread-safe (one pool, no state)."""
 
-    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+    def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
 
     def list(self, resource: Resource, namespace: str | None, *,

@@ -33,12 +33,10 @@ from collections.abc import Mapping, Sequence
 
 import urllib3
 import yaml
-from kubernetes import client as k8s_client
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from platformd.common import errors
+from platformd.common import errors, kubelib
 from platformd.common.errors import KubeConfigError
+from platformd.common.kubelib import ApiClient, ConfigException, Configuration, InClusterConfigLoader
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +55,13 @@ DEFAULT_TIMEOUT = urllib3.Timeout(connect=10.0, read=60.0)
 # ---------------------------------------------------------------- configuration
 
 
-def load(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
+def load(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
     """Build an ``ApiClient`` from the first configuration found (see module docstring).
 
     Raises ``KubeConfigError`` with a one-line message naming the file and
     the problem when the configuration is missing or invalid.
     """
-    configuration = k8s_client.Configuration()
+    configuration = Configuration()
     if kubeconfig:
         _load_kubeconfig(kubeconfig, context, configuration, origin="--kubeconfig")
     elif os.environ.get("KUBECONFIG"):
@@ -81,7 +79,7 @@ def load(kubeconfig: str | None = None, context: str | None = None) -> k8s_clien
             f"not in a cluster (KUBERNETES_SERVICE_HOST not set) and {DEFAULT_KUBECONFIG} does not exist")
     if not configuration.verify_ssl and configuration.host.startswith("https:"):
         _warn_unverified(configuration.host)
-    return k8s_client.ApiClient(configuration)
+    return ApiClient(configuration)
 
 
 def _warn_unverified(host: str) -> None:
@@ -94,7 +92,7 @@ def _warn_unverified(host: str) -> None:
     warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
-def _load_in_cluster(configuration: k8s_client.Configuration) -> None:
+def _load_in_cluster(configuration: Configuration) -> None:
     if not os.path.isfile(SERVICE_ACCOUNT_TOKEN):
         raise KubeConfigError(
             f"in-cluster configuration: service account token {SERVICE_ACCOUNT_TOKEN} is missing "
@@ -107,7 +105,7 @@ def _load_in_cluster(configuration: k8s_client.Configuration) -> None:
         raise KubeConfigError(f"in-cluster configuration: {_one_line(exc)}") from None
 
 
-def _load_kubeconfig(paths: str, context: str | None, configuration: k8s_client.Configuration,
+def _load_kubeconfig(paths: str, context: str | None, configuration: Configuration,
                      origin: str) -> None:
     files = [os.path.expanduser(p) for p in paths.split(os.pathsep) if p]
     existing = [p for p in files if os.path.exists(p)]
@@ -131,9 +129,7 @@ def _load_kubeconfig(paths: str, context: str | None, configuration: k8s_client.
         raise KubeConfigError(f"{label}: context {wanted!r} not found "
                               f"(contexts: {', '.join(contexts) or 'none'})")
     try:
-        from kubernetes.config.kube_config import load_kube_config
-
-        load_kube_config(config_file=os.pathsep.join(existing), context=wanted,
+        kubelib.load_kube_config(config_file=os.pathsep.join(existing), context=wanted,
                          client_configuration=configuration, persist_config=False)
     except Exception as exc:  # the loader raises ConfigException, KeyError, ValueError, ...
         raise KubeConfigError(f"{label}: context {wanted!r}: {_one_line(exc)}") from None
@@ -164,7 +160,7 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------- raw HTTP
 
 
-def request(api_client: k8s_client.ApiClient, method: str, path: str, *,
+def request(api_client: ApiClient, method: str, path: str, *,
             query: Sequence[tuple[str, str]] | Mapping[str, str] | None = None,
             body: bytes | Mapping | list | None = None,
             content_type: str = "application/json",
@@ -205,7 +201,7 @@ def request(api_client: k8s_client.ApiClient, method: str, path: str, *,
     return response
 
 
-def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
+def request_json(api_client: ApiClient, method: str, path: str, *,
                  query: Sequence[tuple[str, str]] | Mapping[str, str] | None = None,
                  body: bytes | Mapping | list | None = None,
                  content_type: str = "application/json",
@@ -227,7 +223,7 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
         raise errors.InvalidResponse(f"{method} {path}: answer is not JSON ({exc})") from None
 
 
-def check_reachable(api_client: k8s_client.ApiClient, timeout: float = 5.0) -> dict:
+def check_reachable(api_client: ApiClient, timeout: float = 5.0) -> dict:
     """Ask the API server for ``/version``; returns it (``gitVersion`` etc.).
 
     Raises ``errors.ApiUnreachable`` (or another ``errors.ApiError``) whose

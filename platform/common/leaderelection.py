@@ -36,9 +36,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from platformd.common import errors, kubeclient
+from platformd.common.kubelib import ApiClient
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.common.runner import wake_on
 
