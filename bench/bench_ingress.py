@@ -556,6 +556,11 @@ def _tracemalloc_on_signal(path: Path) -> None:
         total = sum(s.size for s in stats)
         lines = [f"total {total / 2**20:.1f} MiB traced"]
         lines += [f"{s.size / 2**20:8.2f} MiB {s.count:9d} {s.traceback}" for s in stats[:60]]
+        packages: dict[str, int] = {}
+        for name in list(sys.modules):
+            packages[name.partition(".")[0]] = packages.get(name.partition(".")[0], 0) + 1
+        lines.append(f"{len(sys.modules)} modules imported; by top-level package: " + ", ".join(
+            f"{name} {count}" for name, count in sorted(packages.items(), key=lambda x: (-x[1], x[0]))))
         tmp = path.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)
