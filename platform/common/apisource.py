@@ -27,7 +27,6 @@ from collections.abc import Iterable, Iterator
 import urllib3
 
 from platformd.common import errors, gcpause, interning, kubeclient
-from platformd.common.kubelib import ApiClient
 from platformd.common.reflector import ListPage, WatchEvent
 from platformd.common.resources import Resource
 
@@ -47,7 +46,7 @@ _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OS
 class ApiSource:
     """The API server as a reflector ``Source``. Thread-safe (one pool, no state)."""
 
-    def __init__(self, api_client: ApiClient) -> None:
+    def __init__(self, api_client: kubeclient.Client) -> None:
         self.api_client = api_client
 
     def list(self, resource: Resource, namespace: str | None, *,

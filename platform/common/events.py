@@ -68,7 +68,6 @@ from typing import Any
 from platformd.common import errors, kubeclient
 from platformd.common.backoff import Backoff
 from platformd.common.clock import REAL_CLOCK, Clock
-from platformd.common.kubelib import ApiClient
 from platformd.common.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -175,7 +174,7 @@ class EventRecorder:
     thread starts with the first event; ``stop()`` ends it.
     """
 
-    def __init__(self, api_client: ApiClient, component: str, host: str = "",
+    def __init__(self, api_client: kubeclient.Client, component: str, host: str = "",
                  clock: Clock = REAL_CLOCK, max_pending: int = 1000, max_objects: int = 100_000) -> None:
         self.component = component
         self.host = host

@@ -1,8 +1,9 @@
 """The ``kubernetes`` client library, imported for the parts the project uses.
 
-Import the library's names from here (``ApiClient``, ``Configuration``,
-``InClusterConfigLoader``, ``ConfigException``, ``client`` for the generated
-models), never from ``kubernetes`` directly in ``platformd`` code.
+Import the library's names from here (``Configuration``,
+``RESTClientObject``, ``InClusterConfigLoader``, ``ConfigException``,
+``load_kube_config``, ``client`` for the generated models), never from
+``kubernetes`` directly in ``platformd`` code.
 
 Why: importing any part of the library runs ``kubernetes/__init__.py``
 first, which imports every subpackage: ``dynamic`` (with
@@ -10,12 +11,14 @@ kubernetes_validate and jsonschema), ``watch``, ``stream`` (websocket),
 ``utils`` (create_from_yaml, metrics), ``leaderelection``, ``informer``, and
 ``config``, whose own ``__init__`` imports the kubeconfig loader (oauthlib,
 requests_oauthlib, requests, google-auth when installed). The controllers
-use Configuration and ApiClient (authentication and the urllib3 pool; see
-``kubeclient``), the in-cluster loader, and the kubeconfig loader only when
-a kubeconfig is given. Measured in a fresh process that has imported the
-controller's other libraries (tracemalloc / RSS growth): the whole package
-14.0 MiB / 33.7 MB; what a pod uses (in-cluster) 7.6 MiB / 18.7 MB; with the
-kubeconfig loader 10.9 MiB / 27.2 MB.
+use Configuration (with its authentication), the urllib3 pool the library
+builds from it (``RESTClientObject``; see ``kubeclient.Client``), the
+in-cluster loader, and the kubeconfig loader only when a kubeconfig is
+given. Measured in a fresh process that has imported the controller's other
+libraries (tracemalloc / RSS growth): the whole package 14.0 MiB / 33.7 MB;
+what a pod uses (in-cluster) 1.1 MiB / 2.2 MB (with ``ApiClient``, which
+brings pydantic, dateutil and multiprocessing.pool, 7.6 MiB / 18.2 MB); with
+a kubeconfig 10.9 MiB / 27.2 MB (its loader imports ``ApiClient`` itself).
 
 How: ``kubernetes``, ``kubernetes.config`` and ``kubernetes.utils`` are
 registered *deferred* before the first import (``_defer``): each is the
@@ -35,7 +38,7 @@ import importlib.util
 import sys
 import threading
 
-__all__ = ["ApiClient", "ConfigException", "Configuration", "InClusterConfigLoader", "client",
+__all__ = ["ConfigException", "Configuration", "InClusterConfigLoader", "RESTClientObject", "client",
            "load_kube_config", "DEFERRED"]
 
 #: The packages whose ``__init__`` imports more than we use, outermost first.
@@ -88,7 +91,8 @@ _deferred_all()
 # ``import a.b`` (not ``from a import b``, which probes ``a.b`` as an
 # attribute first and so would run the deferred __init__).
 import kubernetes.client  # noqa: E402 - after the deferral above, which is why this module exists
-from kubernetes.client import ApiClient, Configuration  # noqa: E402
+from kubernetes.client.configuration import Configuration  # noqa: E402
+from kubernetes.client.rest import RESTClientObject  # noqa: E402
 from kubernetes.config.config_exception import ConfigException  # noqa: E402
 from kubernetes.config.incluster_config import InClusterConfigLoader  # noqa: E402
 

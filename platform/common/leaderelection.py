@@ -37,7 +37,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from platformd.common import errors, kubeclient
-from platformd.common.kubelib import ApiClient
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.common.runner import wake_on
 
@@ -64,7 +63,7 @@ class LeaderElector:
     a successor takes over at once instead of after ``lease_duration``.
     """
 
-    def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str,
+    def __init__(self, api_client: kubeclient.Client, namespace: str, name: str, identity: str,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0,
                  on_started_leading: Callable[[], None] | None = None,

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 UNUSED = ["kubernetes.dynamic", "kubernetes.watch", "kubernetes.stream", "kubernetes.leaderelection",
           "kubernetes.informer", "kubernetes.utils.create_from_yaml", "kubernetes_validate", "websocket"]
 KUBECONFIG_ONLY = ["kubernetes.config.kube_config", "oauthlib", "requests_oauthlib", "requests"]
+# ApiClient and what it imports: a pod never needs them (kubeclient.Client).
+API_CLIENT = ["kubernetes.client.api_client", "pydantic", "dateutil", "multiprocessing.pool"]
 
 
 def run(code: str, **env: str) -> dict:
@@ -56,7 +58,7 @@ def test_in_cluster_uses_only_the_client_core_and_talks_to_the_server(server, tm
         api = kubeclient.load()
         names = [n["metadata"]["name"] for n in kubeclient.request_json(api, "GET", "/api/v1/namespaces")["items"]]
         print(json.dumps({{"host": api.configuration.host, "names": names,
-                           "unused": loaded({UNUSED + KUBECONFIG_ONLY!r})}}))
+                           "unused": loaded({UNUSED + KUBECONFIG_ONLY + API_CLIENT!r})}}))
         """, KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(server.port))
     assert got["host"] == f"https://127.0.0.1:{server.port}"
     assert "shop" in got["names"]  # authenticated (401 otherwise) and verified against the CA
@@ -75,6 +77,24 @@ def test_a_kubeconfig_loads_the_kubeconfig_loader_and_nothing_else_unused(server
     assert got == {"version": True, "unused": [], "loader": ["kubernetes.config.kube_config"]}
 
 
+def test_requests_send_the_token_and_the_library_user_agent_and_encode_the_query(server, tmp_path):
+    from platformd.common import kubeclient
+    from platformd.common.kubelib import client as k8s
+
+    path = server.write_kubeconfig(tmp_path / "kubeconfig", token="sa-token")
+    ours = kubeclient.load(str(path))
+    theirs = k8s.ApiClient(ours.configuration)  # request() takes the library's ApiClient as well
+    query = [("labelSelector", "!tier,app notin (a,b)"), ("fieldSelector", "metadata.name=shop")]
+    for api in (ours, theirs):
+        answer = kubeclient.request_json(api, "GET", "/api/v1/namespaces", query=query)
+        assert [n["metadata"]["name"] for n in answer["items"]] == ["shop"]
+        assert kubeclient.request_json(api, "GET", "/api/v1/namespaces/shop")["metadata"]["name"] == "shop"
+    assert ours.default_headers == theirs.default_headers  # the same User-Agent
+    assert kubeclient._url("https://h:1", "/p", query) == (
+        "https://h:1/p?labelSelector=%21tier%2Capp%20notin%20%28a%2Cb%29&fieldSelector=metadata.name%3Dshop")
+    theirs.close()
+
+
 def test_the_whole_library_is_still_there_for_code_that_asks_for_it(server, tmp_path):
     path = server.write_kubeconfig(tmp_path / "kubeconfig", token="sa-token")
     got = run(f"""
@@ -85,10 +105,10 @@ def test_the_whole_library_is_still_there_for_code_that_asks_for_it(server, tmp_
         names = [n.metadata.name for n in client.CoreV1Api().list_namespace().items]
         print(json.dumps({{"version": kubernetes.__version__, "names": names,
                            "watch": watch.Watch.__name__, "same": client is kubelib.client,
-                           "api_client": client.ApiClient is kubelib.ApiClient}}))
+                           "configuration": client.Configuration is kubelib.Configuration}}))
         """)
     assert got["version"] and "shop" in got["names"]
-    assert got["watch"] == "Watch" and got["same"] and got["api_client"]
+    assert got["watch"] == "Watch" and got["same"] and got["configuration"]
 
 
 def test_a_library_imported_before_is_left_as_it_is(server, tmp_path):
