@@ -13,7 +13,7 @@ Values under ``UNIQUE_KEYS`` are left alone: every object has its own
 grows the interpreter's table of interned strings (16 bytes an entry, and
 the table doubles). At 10,000 Ingresses (50,000 objects, 210,000 distinct
 strings of which 100,000 are uids and resourceVersions) that table was one
-7.3 MiB block; without them it stays at half that size (bench_ingress,
+7.3 MiB block; without them it is 3.7 MiB (bench_ingress,
 ``BENCH_TRACEMALLOC``).
 """
 
