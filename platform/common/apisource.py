@@ -84,7 +84,6 @@ class ApiSource:
 
 
 # Interning: see the module docstring and common.interning.
-_intern_values = interning.intern_values
 _interned = interning.interned
 
 
@@ -100,7 +99,7 @@ def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
         # the collector on, its passes over the growing cache measured 3-4x the
         # cost of the parse itself.
         with gcpause.paused:
-            decoded = json.loads(body)
+            decoded = interning.loads(body)
     except ValueError as exc:
         raise errors.InvalidResponse(f"GET {path}: answer is not JSON ({exc})") from None
     items = decoded.get("items") if isinstance(decoded, dict) else None
@@ -110,7 +109,6 @@ def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
         raise errors.InvalidResponse(f"GET {path}: list without an items array")
     kind, api_version = resource.kind, resource.api_version
     for item in items:
-        _intern_values(item)
         item["kind"] = kind
         item["apiVersion"] = api_version
     meta = decoded.get("metadata") or {}

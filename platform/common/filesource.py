@@ -54,7 +54,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import json
 import re
 import stat
 import sys
@@ -239,10 +238,9 @@ def _json_document(text: str) -> object | None:
         return None
     try:
         with gcpause.paused:  # see apisource.parse_list: a third of the parse otherwise
-            doc = json.loads(text)
+            doc = interning.loads(text)
     except ValueError:
         return None
-    interning.intern_values(doc)
     return doc
 
 

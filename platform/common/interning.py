@@ -19,9 +19,10 @@ strings of which 100,000 are uids and resourceVersions) that table was one
 
 from __future__ import annotations
 
+import json
 import sys
 
-__all__ = ["intern_values", "interned", "share", "SHARED_KEYS", "UNIQUE_KEYS"]
+__all__ = ["loads", "interned", "share", "SHARED_KEYS", "UNIQUE_KEYS"]
 
 _intern = sys.intern
 
@@ -66,28 +67,50 @@ def _share(value):
 share = _share
 
 
-def intern_values(value: dict | list) -> None:
-    """Intern, in place, every string value in decoded JSON (keys are left:
-    one ``json.loads`` call already shares them) except those under
-    ``UNIQUE_KEYS``, and share equal values under ``SHARED_KEYS``. About
-    4 µs per object."""
-    if type(value) is dict:
-        for at, item in value.items():
-            kind = type(item)
-            if kind is str:
-                if at not in UNIQUE_KEYS:
-                    value[at] = _intern(item)  # replaces a value, never adds a key: safe while iterating
-            elif kind is dict or kind is list:
-                intern_values(item)
-                if at in SHARED_KEYS:
-                    value[at] = _share(item)
-        return
-    for at, item in enumerate(value):
+def loads(data: str | bytes):
+    """``json.loads``, with every string value interned (but those under
+    ``UNIQUE_KEYS``) and equal values under ``SHARED_KEYS`` shared; keys are
+    shared within the call by the decoder itself.
+
+    Done as the decoder goes (its ``object_hook`` sees each object once its
+    members are decoded), not over the whole document afterwards: the
+    decoder makes a new string for every value, and interning afterwards
+    frees most of them at once, hundreds of thousands of small holes across
+    the heap that the allocator keeps. Freed per object, the next object
+    reuses the memory. Measured on bench_ingress's 50,000 objects as one
+    list (0.35 s either way): the process grew by 144 MB interning after
+    decoding, by 99 MB interning during it.
+    """
+    doc = json.loads(data, object_hook=_interned_members)
+    if type(doc) is list:
+        _intern_list(doc)
+    return doc
+
+
+def _interned_members(obj: dict) -> dict:
+    """``object_hook`` of ``loads``: ``obj``'s members (objects among them are done already)."""
+    for at, item in obj.items():
         kind = type(item)
         if kind is str:
-            value[at] = _intern(item)
-        elif kind is dict or kind is list:
-            intern_values(item)
+            if at not in UNIQUE_KEYS:
+                obj[at] = _intern(item)  # replaces a value, never adds a key: safe while iterating
+        elif kind is list:
+            _intern_list(item)
+            if at in SHARED_KEYS:
+                obj[at] = _share(item)
+        elif kind is dict and at in SHARED_KEYS:
+            obj[at] = _share(item)
+    return obj
+
+
+def _intern_list(items: list) -> None:
+    """Strings in ``items`` and its nested lists (its objects went through the hook)."""
+    for at, item in enumerate(items):
+        kind = type(item)
+        if kind is str:
+            items[at] = _intern(item)
+        elif kind is list:
+            _intern_list(item)
 
 
 def interned(value):

@@ -68,3 +68,19 @@ def test_yaml_manifests_keep_uid_and_resource_version_out_of_the_table():
     assert meta["uid"] == uid and meta["resourceVersion"] == version
     assert not _in_table(meta["uid"]) and not _in_table(meta["resourceVersion"])
     assert _in_table(meta["namespace"])
+
+
+def test_loads_gives_what_json_gives_with_strings_interned_at_every_depth():
+    tag = uuid.uuid4().hex
+    doc = {"a": ["x" + tag, ["y" + tag, {"z": "w" + tag}], 1, 2.5, None, True],
+           "ports": [{"name": "p" + tag, "port": 8080}], "uid": "u" + tag, "n": {"resourceVersion": "r" + tag}}
+    text = json.dumps([doc, doc])
+    got = interning.loads(text)
+    assert got == json.loads(text)
+    first, second = got
+    assert _in_table(first["a"][0]) and _in_table(first["a"][1][0]) and _in_table(first["a"][1][1]["z"])
+    assert first["a"][0] is second["a"][0]
+    assert first["ports"] is second["ports"]  # shared under SHARED_KEYS
+    assert not _in_table(first["uid"]) and not _in_table(first["n"]["resourceVersion"])
+    assert interning.loads(json.dumps(["s" + tag, ["t" + tag]])) == ["s" + tag, ["t" + tag]]
+    assert _in_table(interning.loads(json.dumps(["v" + tag]))[0])
