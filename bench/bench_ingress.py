@@ -444,7 +444,8 @@ def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files"
         figures["seed_s"] = time.perf_counter() - start
         del ingresses, services, slices, static
         objects.put("change", [endpoint_slice("s0-a", [(a.address, a.port)])])
-        env = {**{k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, "PYTHONPATH": str(ROOT), **objects.env()}
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env.update(PYTHONPATH=str(ROOT), **objects.env())
         if os.environ.get("BENCH_TRACEMALLOC"):
             env["PYTHONTRACEMALLOC"] = "1"
         if os.environ.get("BENCH_DEBUG"):

@@ -43,7 +43,7 @@ times are the clock's floats, and the Event's body is built when it is
 sent. At start the ingress controller records one "Sync" Event per
 Ingress. 10,000 of them waiting took 15.4 MiB (tracemalloc) when each
 record held its ``involvedObject`` dict and formatted times and each object
-had an ``OrderedDict`` of its own in the queue; now 7.7 MiB, of which 4 MiB
+had an ``OrderedDict`` of its own in the queue; now 7.6 MiB, of which 4 MiB
 are the caches above, bounded at ``CACHE_SIZE`` keys whatever the cluster
 size.
 

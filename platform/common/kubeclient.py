@@ -43,7 +43,8 @@ from platformd.common.kubelib import ConfigException, Configuration, InClusterCo
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Client", "KubeConfigError", "load", "check_reachable", "request", "request_json", "describe_transport_error"]
+__all__ = ["Client", "KubeConfigError", "load", "check_reachable", "request", "request_json",
+           "describe_transport_error"]
 
 # Where a pod finds its service account (module constants so tests can point elsewhere).
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -164,7 +165,7 @@ def _load_kubeconfig(paths: str, context: str | None, configuration: Configurati
                               f"(contexts: {', '.join(contexts) or 'none'})")
     try:
         kubelib.load_kube_config(config_file=os.pathsep.join(existing), context=wanted,
-                         client_configuration=configuration, persist_config=False)
+                                 client_configuration=configuration, persist_config=False)
     except Exception as exc:  # the loader raises ConfigException, KeyError, ValueError, ...
         raise KubeConfigError(f"{label}: context {wanted!r}: {_one_line(exc)}") from None
 
