@@ -219,7 +219,7 @@ def test_past_max_pending_an_object_keeps_its_newest_event(server, api):
         for i in range(3):
             rec.event(ingress("a"), "Warning", f"Reason{i}", "x")
         rec.event(ingress("b"), "Warning", "Other", "y")
-        waiting = {k[4]: [r.reason for r in v] for k, v in rec._pending.items()}
+        waiting = {k[4]: [r.reason for r in events._as_list(v)] for k, v in rec._pending.items()}
     try:
         assert waiting["b"] == ["Other"]
         assert waiting["a"][-1] == "Reason2"
@@ -307,8 +307,23 @@ def test_queued_records_hold_no_copy_of_the_object(api):
            "metadata": {"name": "s", "namespace": "default", "uid": "u-s", "resourceVersion": "9"}}
     with rec._cond:  # the sender cannot take it meanwhile
         rec.event(obj, "Normal", "Sync", "synced")
-        [(key, [record])] = rec._pending.items()
+        [(key, record)] = rec._pending.items()
         assert record.obj is key
         assert record.resource_version is obj["metadata"]["resourceVersion"]
         assert not hasattr(record, "__dict__")
+    rec.stop(timeout=0.5)
+
+
+def test_objects_take_turns_and_each_keeps_its_records_in_order(api):
+    """One record waits bare, more in a list; the sender takes one per object in turn."""
+    rec = EventRecorder(api, "platform-ingress", clock=FakeClock())
+    with rec._cond:  # the sender cannot take anything meanwhile
+        for reason in ("A1", "A2", "A3"):
+            rec.event(ingress("a"), "Warning", reason, "x")
+        rec.event(ingress("b"), "Warning", "B1", "y")
+        rec.event(ingress("a"), "Warning", "A2", "x")  # a repeat waiting already: counted, not queued again
+        assert rec._pending_records == 4
+        order = [rec._next_pending() for _ in range(4)]
+        assert [(r.reason, r.count) for r in order] == [("A1", 1), ("B1", 1), ("A2", 2), ("A3", 1)]
+        assert not rec._pending and rec._pending_records == 0
     rec.stop(timeout=0.5)
