@@ -59,7 +59,12 @@ shortcuts seeding takes) and the controller lists and watches it over HTTP
 with the ``kubernetes`` client's configuration. Its first sync also sends
 one "Sync" Event per Ingress (as ingress-nginx does), 10,000 POSTs over
 several seconds that compete with the change trials unless ``--settle``
-waits them out.
+waits them out. ``--api-auth`` chooses how the controller finds the server:
+``kubeconfig`` (default: a kubeconfig file, as when it runs outside the
+cluster; this loads the ``kubernetes`` library's kubeconfig loader and what
+it imports, oauthlib and requests among them) or ``in-cluster`` (as in a
+pod: ``KUBERNETES_SERVICE_HOST``/``_PORT``, a service account token and CA
+file; the fake API server then serves https).
 
 Targets at 10,000 (issue #10): route change → first request p99 < 100 ms
 with 0 reloads, cold start < 5 s, nginx.conf constant, ``nginx -t`` < 0.5 s,
@@ -306,7 +311,8 @@ def json_floor_mb(n: int) -> float:
 
 def imports_rss_mb() -> float:
     """RSS of a fresh process that has imported what the controller imports."""
-    code = ("import prometheus_client, yaml, jinja2, httpx, kubernetes.client\n"
+    code = ("import prometheus_client, yaml, jinja2, httpx\n"
+            "from platformd.common import kubeclient\n"
             "from platformd.ingress import main, controller, dataplane, render, translate, view, server\n"
             "from platformd.common import filesource, apisource, informer\n"
             "for line in open('/proc/self/status'):\n"
@@ -339,6 +345,9 @@ class _Folder:
     def args(self) -> list[str]:
         return ["--source", str(self.directory)]
 
+    def env(self) -> dict[str, str]:
+        return {}
+
     def close(self) -> None:
         pass
 
@@ -352,7 +361,7 @@ class _ApiServer:
     EndpointSlices may hold 127.0.0.1, where the backends listen. Everything
     the controller sees goes through the server as usual."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, auth: str = "kubeconfig") -> None:
         from tests.fakeapi import FakeApiServer
         from tests.fakeapi import defaults, registry
 
@@ -371,9 +380,15 @@ class _ApiServer:
         plain_address = validation._endpoint_address_errors
         validation._endpoint_address_errors = lambda field, address, kind: (
             [] if str(address).startswith("127.") else plain_address(field, address, kind))
-        self.api = FakeApiServer(history_limit=10_000).start()
+        self.auth = auth
+        self.api = FakeApiServer(history_limit=10_000, tls=auth == "in-cluster").start()
         self.kubeconfig = directory / "kubeconfig"
         self.api.write_kubeconfig(self.kubeconfig)
+        self.service_account = directory / "serviceaccount"
+        self.service_account.mkdir()
+        (self.service_account / "token").write_text("bench-token")
+        if self.api.ca_file:
+            shutil.copy(self.api.ca_file, self.service_account / "ca.crt")
         self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         self._ips = 0
 
@@ -396,13 +411,20 @@ class _ApiServer:
                 self.api.update(obj)
 
     def args(self) -> list[str]:
-        return ["--kubeconfig", str(self.kubeconfig)]
+        return ["--kubeconfig", str(self.kubeconfig)] if self.auth == "kubeconfig" else []
+
+    def env(self) -> dict[str, str]:
+        if self.auth == "kubeconfig":
+            return {}
+        return {"KUBERNETES_SERVICE_HOST": self.api.host, "KUBERNETES_SERVICE_PORT": str(self.api.port),
+                "BENCH_SERVICE_ACCOUNT": str(self.service_account)}
 
     def close(self) -> None:
         self.api.stop()
 
 
-def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files", settle: float = 0.0) -> dict:
+def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files", settle: float = 0.0,
+         api_auth: str = "kubeconfig") -> dict:
     from tests.helpers.backends import HttpBackend, free_port
 
     work = Path(tempfile.mkdtemp(prefix="pdbench-"))
@@ -411,7 +433,7 @@ def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files"
     http_port, https_port, healthz = free_port(), free_port(), free_port()
     figures: dict = {"ingresses": n}
     child = None
-    objects = _ApiServer(work) if source_kind == "api" else _Folder(work / "manifests", manifest)
+    objects = _ApiServer(work, api_auth) if source_kind == "api" else _Folder(work / "manifests", manifest)
     try:
         ingresses, services, slices = cluster(n)
         moving = f"{NAMESPACE}/s0-a"
@@ -422,7 +444,8 @@ def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files"
         figures["seed_s"] = time.perf_counter() - start
         del ingresses, services, slices, static
         objects.put("change", [endpoint_slice("s0-a", [(a.address, a.port)])])
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env.update(PYTHONPATH=str(ROOT), **objects.env())
         if os.environ.get("BENCH_TRACEMALLOC"):
             env["PYTHONTRACEMALLOC"] = "1"
         if os.environ.get("BENCH_DEBUG"):
@@ -536,6 +559,10 @@ def child_main(argv: list[str]) -> int:
     from platformd.ingress import main as ingress_main
 
     filesource.FileSource.__init__.__kwdefaults__["poll_interval"] = 0.02
+    if os.environ.get("BENCH_SERVICE_ACCOUNT"):  # --api-auth in-cluster: the pod's files are here
+        from platformd.common import kubeclient
+        kubeclient.SERVICE_ACCOUNT_TOKEN = os.path.join(os.environ["BENCH_SERVICE_ACCOUNT"], "token")
+        kubeclient.SERVICE_ACCOUNT_CA = os.path.join(os.environ["BENCH_SERVICE_ACCOUNT"], "ca.crt")
     if os.environ.get("BENCH_TRACEMALLOC"):
         _tracemalloc_on_signal(Path(os.environ["BENCH_TRACEMALLOC"]))
     if os.environ.get("BENCH_PROFILE"):
@@ -555,6 +582,14 @@ def _tracemalloc_on_signal(path: Path) -> None:
         total = sum(s.size for s in stats)
         lines = [f"total {total / 2**20:.1f} MiB traced"]
         lines += [f"{s.size / 2**20:8.2f} MiB {s.count:9d} {s.traceback}" for s in stats[:60]]
+        lines.append("by file:")
+        lines += [f"{s.size / 2**20:8.2f} MiB {s.count:9d} {s.traceback}"
+                  for s in snapshot.statistics("filename")[:30]]
+        packages: dict[str, int] = {}
+        for name in list(sys.modules):
+            packages[name.partition(".")[0]] = packages.get(name.partition(".")[0], 0) + 1
+        lines.append(f"{len(sys.modules)} modules imported; by top-level package: " + ", ".join(
+            f"{name} {count}" for name, count in sorted(packages.items(), key=lambda x: (-x[1], x[0]))))
         tmp = path.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)
@@ -613,6 +648,8 @@ def main() -> int:
     parser.add_argument("--skip-offline", action="store_true")
     parser.add_argument("--source", choices=("files", "api"), default="files",
                         help="live run: a manifest folder, or the fake API server (the production path)")
+    parser.add_argument("--api-auth", choices=("kubeconfig", "in-cluster"), default="kubeconfig",
+                        help="--source api: how the controller finds the server (a kubeconfig, or as in a pod)")
     parser.add_argument("--settle", type=float, default=0.0,
                         help="seconds to wait after ready before the change trials")
     parser.add_argument("--manifest", choices=("yaml", "json"), default="yaml",
@@ -636,9 +673,10 @@ def main() -> int:
             if f.get("error"):
                 print(f"{'':>9} data plane failed: {f['error']}", flush=True)
     if not args.skip_live:
-        f = live(args.live_size, args.trials, args.manifest, args.source, args.settle)
+        f = live(args.live_size, args.trials, args.manifest, args.source, args.settle, args.api_auth)
         objects = 1 + 5 * args.live_size
-        where = "the fake API server" if args.source == "api" else f"a {args.manifest} manifest folder"
+        where = (f"the fake API server, {args.api_auth}" if args.source == "api"
+                 else f"a {args.manifest} manifest folder")
         print(f"\nlive controller with {f['ingresses']} Ingresses ({objects} objects from {where}; "
               f"seeded in {f['seed_s']:.1f} s):")
         print(f"  cold start to ready          {f['ready_s']:8.2f} s (the last sync before it took {f['full_sync_s']:.2f} s)")

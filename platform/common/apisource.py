@@ -25,7 +25,6 @@ import threading
 from collections.abc import Iterable, Iterator
 
 import urllib3
-from kubernetes import client as k8s_client
 
 from platformd.common import errors, gcpause, interning, kubeclient
 from platformd.common.reflector import ListPage, WatchEvent
@@ -47,7 +46,7 @@ _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OS
 class ApiSource:
     """The API server as a reflector ``Source``. Thread-safe (one pool, no state)."""
 
-    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+    def __init__(self, api_client: kubeclient.Client) -> None:
         self.api_client = api_client
 
     def list(self, resource: Resource, namespace: str | None, *,
@@ -85,7 +84,6 @@ class ApiSource:
 
 
 # Interning: see the module docstring and common.interning.
-_intern_values = interning.intern_values
 _interned = interning.interned
 
 
@@ -101,7 +99,7 @@ def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
         # the collector on, its passes over the growing cache measured 3-4x the
         # cost of the parse itself.
         with gcpause.paused:
-            decoded = json.loads(body)
+            decoded = interning.loads(body)
     except ValueError as exc:
         raise errors.InvalidResponse(f"GET {path}: answer is not JSON ({exc})") from None
     items = decoded.get("items") if isinstance(decoded, dict) else None
@@ -111,7 +109,6 @@ def parse_list(body: bytes, resource: Resource, path: str = "") -> ListPage:
         raise errors.InvalidResponse(f"GET {path}: list without an items array")
     kind, api_version = resource.kind, resource.api_version
     for item in items:
-        _intern_values(item)
         item["kind"] = kind
         item["apiVersion"] = api_version
     meta = decoded.get("metadata") or {}

@@ -54,7 +54,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import json
 import re
 import stat
 import sys
@@ -139,7 +138,10 @@ def _build(node: yaml.Node, loader: _ManifestLoader) -> object:
             if key.tag != _STR:
                 raise _NeedsConstructor
             name = sys.intern(key.value)
-            item = _build(value, loader)
+            if name in interning.UNIQUE_KEYS and value.tag == _STR:
+                item = value.value  # as decoded JSON is (see interning)
+            else:
+                item = _build(value, loader)
             if name in interning.SHARED_KEYS and item.__class__ in (dict, list):
                 item = interning.share(item)  # as decoded JSON is (see interning)
             built[name] = item
@@ -236,10 +238,9 @@ def _json_document(text: str) -> object | None:
         return None
     try:
         with gcpause.paused:  # see apisource.parse_list: a third of the parse otherwise
-            doc = json.loads(text)
+            doc = interning.loads(text)
     except ValueError:
         return None
-    interning.intern_values(doc)
     return doc
 
 

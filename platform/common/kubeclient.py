@@ -1,13 +1,15 @@
 """Setting up the Kubernetes client, and the one raw HTTP call everything uses.
 
 ``load()`` finds the configuration the way controllers do and returns a
-``kubernetes.client.ApiClient``. We use that client only for what it is good
-at: kubeconfig parsing, authentication (tokens, client certificates, exec
-plugins, token refresh) and TLS. Requests go through ``request()``, which
-sends raw HTTP on the client's own urllib3 pool and hands back bytes or plain
-JSON, never OpenAPI model objects (those are several times slower to build and
-larger to keep; see ``apisource``). ``request()`` is also the boundary where
+``Client``: the ``kubernetes`` library's ``Configuration`` and the urllib3
+pool the library builds from it. We use that library only for what it is
+good at: kubeconfig parsing, authentication (tokens, client certificates,
+exec plugins, token refresh) and TLS. Requests go through ``request()``,
+which sends raw HTTP on that pool and hands back bytes or plain JSON, never
+OpenAPI model objects (those are several times slower to build and larger
+to keep; see ``apisource``). ``request()`` is also the boundary where
 transport failures and error responses become ``platformd.common.errors``.
+It takes a ``kubernetes.client.ApiClient`` as well (same attributes).
 
 Where the configuration comes from, first match wins:
 
@@ -30,19 +32,19 @@ import os
 import ssl
 import warnings
 from collections.abc import Mapping, Sequence
+from urllib.parse import quote
 
 import urllib3
 import yaml
-from kubernetes import client as k8s_client
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from platformd.common import errors
+from platformd.common import errors, kubelib
 from platformd.common.errors import KubeConfigError
+from platformd.common.kubelib import ConfigException, Configuration, InClusterConfigLoader, RESTClientObject
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KubeConfigError", "load", "check_reachable", "request", "request_json", "describe_transport_error"]
+__all__ = ["Client", "KubeConfigError", "load", "check_reachable", "request", "request_json",
+           "describe_transport_error"]
 
 # Where a pod finds its service account (module constants so tests can point elsewhere).
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -57,13 +59,44 @@ DEFAULT_TIMEOUT = urllib3.Timeout(connect=10.0, read=60.0)
 # ---------------------------------------------------------------- configuration
 
 
-def load(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
-    """Build an ``ApiClient`` from the first configuration found (see module docstring).
+class Client:
+    """The part of ``kubernetes.client.ApiClient`` we use: ``configuration``
+    (host, TLS files, the token and its refresh hook), ``rest_client`` (the
+    library's ``RESTClientObject``: the urllib3 pool it sets up from the
+    configuration, as ApiClient does) and ``default_headers``.
+
+    Why not ApiClient itself: it exists to turn OpenAPI models into requests
+    and answers into models, which we never do, and importing it imports
+    pydantic (its response model), dateutil and multiprocessing.pool: in a pod
+    (in-cluster configuration) that was 6.5 MiB of the 7.6 MiB (tracemalloc)
+    and 16 MB of the 18 MB RSS the library cost (see ``kubelib``). With a
+    kubeconfig the library's loader imports ApiClient anyway.
+    """
+
+    def __init__(self, configuration: Configuration) -> None:
+        self.configuration = configuration
+        self.rest_client = RESTClientObject(configuration)
+        # The User-Agent ApiClient sends (the API server names field managers after it).
+        self.default_headers = {"User-Agent": f"OpenAPI-Generator/{kubelib.client.__version__}/python"}
+
+    def close(self) -> None:
+        """Close the pool's connections (as ``ApiClient.close``)."""
+        self.rest_client.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load(kubeconfig: str | None = None, context: str | None = None) -> Client:
+    """Build a ``Client`` from the first configuration found (see module docstring).
 
     Raises ``KubeConfigError`` with a one-line message naming the file and
     the problem when the configuration is missing or invalid.
     """
-    configuration = k8s_client.Configuration()
+    configuration = Configuration()
     if kubeconfig:
         _load_kubeconfig(kubeconfig, context, configuration, origin="--kubeconfig")
     elif os.environ.get("KUBECONFIG"):
@@ -81,7 +114,7 @@ def load(kubeconfig: str | None = None, context: str | None = None) -> k8s_clien
             f"not in a cluster (KUBERNETES_SERVICE_HOST not set) and {DEFAULT_KUBECONFIG} does not exist")
     if not configuration.verify_ssl and configuration.host.startswith("https:"):
         _warn_unverified(configuration.host)
-    return k8s_client.ApiClient(configuration)
+    return Client(configuration)
 
 
 def _warn_unverified(host: str) -> None:
@@ -94,7 +127,7 @@ def _warn_unverified(host: str) -> None:
     warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
-def _load_in_cluster(configuration: k8s_client.Configuration) -> None:
+def _load_in_cluster(configuration: Configuration) -> None:
     if not os.path.isfile(SERVICE_ACCOUNT_TOKEN):
         raise KubeConfigError(
             f"in-cluster configuration: service account token {SERVICE_ACCOUNT_TOKEN} is missing "
@@ -107,7 +140,7 @@ def _load_in_cluster(configuration: k8s_client.Configuration) -> None:
         raise KubeConfigError(f"in-cluster configuration: {_one_line(exc)}") from None
 
 
-def _load_kubeconfig(paths: str, context: str | None, configuration: k8s_client.Configuration,
+def _load_kubeconfig(paths: str, context: str | None, configuration: Configuration,
                      origin: str) -> None:
     files = [os.path.expanduser(p) for p in paths.split(os.pathsep) if p]
     existing = [p for p in files if os.path.exists(p)]
@@ -131,10 +164,8 @@ def _load_kubeconfig(paths: str, context: str | None, configuration: k8s_client.
         raise KubeConfigError(f"{label}: context {wanted!r} not found "
                               f"(contexts: {', '.join(contexts) or 'none'})")
     try:
-        from kubernetes.config.kube_config import load_kube_config
-
-        load_kube_config(config_file=os.pathsep.join(existing), context=wanted,
-                         client_configuration=configuration, persist_config=False)
+        kubelib.load_kube_config(config_file=os.pathsep.join(existing), context=wanted,
+                                 client_configuration=configuration, persist_config=False)
     except Exception as exc:  # the loader raises ConfigException, KeyError, ValueError, ...
         raise KubeConfigError(f"{label}: context {wanted!r}: {_one_line(exc)}") from None
 
@@ -164,7 +195,7 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------- raw HTTP
 
 
-def request(api_client: k8s_client.ApiClient, method: str, path: str, *,
+def request(api_client: Client, method: str, path: str, *,
             query: Sequence[tuple[str, str]] | Mapping[str, str] | None = None,
             body: bytes | Mapping | list | None = None,
             content_type: str = "application/json",
@@ -183,11 +214,13 @@ def request(api_client: k8s_client.ApiClient, method: str, path: str, *,
         headers["Content-Type"] = content_type
         if not isinstance(body, bytes):
             body = json.dumps(body).encode()
-    # param_serialize applies the configured authentication (bearer token,
-    # refreshed by the client's hook) and the default headers.
-    _, url, headers, _, _ = api_client.param_serialize(
-        method, path, query_params=query_params, header_params=headers,
-        auth_settings=["BearerToken"])
+    url = _url(api_client.configuration.host, path, query_params)
+    headers = {**api_client.default_headers, **headers}
+    # The configuration's own authentication (as ApiClient.param_serialize
+    # applies it): the bearer token, refreshed by its hook when it has one.
+    token = api_client.configuration.auth_settings().get("BearerToken")
+    if token and token["value"]:
+        headers[token["key"]] = token["value"]
     pool = api_client.rest_client.pool_manager
     try:
         response = pool.request(method, url, body=body, headers=headers, timeout=timeout,
@@ -205,7 +238,14 @@ def request(api_client: k8s_client.ApiClient, method: str, path: str, *,
     return response
 
 
-def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
+def _url(host: str, path: str, query: Sequence[tuple[str, str]]) -> str:
+    """``host`` + ``path`` + the query, encoded as ApiClient encodes it."""
+    if not query:
+        return host + path
+    return host + path + "?" + "&".join(f"{key}={quote(str(value))}" for key, value in query)
+
+
+def request_json(api_client: Client, method: str, path: str, *,
                  query: Sequence[tuple[str, str]] | Mapping[str, str] | None = None,
                  body: bytes | Mapping | list | None = None,
                  content_type: str = "application/json",
@@ -227,7 +267,7 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
         raise errors.InvalidResponse(f"{method} {path}: answer is not JSON ({exc})") from None
 
 
-def check_reachable(api_client: k8s_client.ApiClient, timeout: float = 5.0) -> dict:
+def check_reachable(api_client: Client, timeout: float = 5.0) -> dict:
     """Ask the API server for ``/version``; returns it (``gitVersion`` etc.).
 
     Raises ``errors.ApiUnreachable`` (or another ``errors.ApiError``) whose

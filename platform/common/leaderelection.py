@@ -36,8 +36,6 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from platformd.common import errors, kubeclient
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.common.runner import wake_on
@@ -65,7 +63,7 @@ class LeaderElector:
     a successor takes over at once instead of after ``lease_duration``.
     """
 
-    def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str,
+    def __init__(self, api_client: kubeclient.Client, namespace: str, name: str, identity: str,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0,
                  on_started_leading: Callable[[], None] | None = None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 
-import kubernetes.client as _models
+from platformd.common.kubelib import client as _models
 
 __all__ = ["problem"]
 

@@ -16,6 +16,9 @@ class TokenBucket:
     Thread-safe. ``try_take`` never waits and never goes into debt.
     """
 
+    # The event recorder keeps one per object it has heard of (up to its cache size).
+    __slots__ = ("rate", "burst", "_clock", "_lock", "_tokens", "_stamp")
+
     def __init__(self, rate: float, burst: int, clock: Clock = REAL_CLOCK) -> None:
         if rate <= 0 or burst < 1:
             raise ValueError("token bucket needs rate > 0 and burst >= 1")

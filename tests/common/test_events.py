@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -218,7 +219,7 @@ def test_past_max_pending_an_object_keeps_its_newest_event(server, api):
         for i in range(3):
             rec.event(ingress("a"), "Warning", f"Reason{i}", "x")
         rec.event(ingress("b"), "Warning", "Other", "y")
-        waiting = {k[4]: [r.reason for r in v.values()] for k, v in rec._pending.items()}
+        waiting = {k[4]: [r.reason for r in events._as_list(v)] for k, v in rec._pending.items()}
     try:
         assert waiting["b"] == ["Other"]
         assert waiting["a"][-1] == "Reason2"
@@ -228,3 +229,101 @@ def test_past_max_pending_an_object_keeps_its_newest_event(server, api):
                                                                                           ("b", "Other")}
     finally:
         rec.stop(timeout=2)
+
+
+# ---- the compact queue (object key tuple, clock floats, body built when sent) sends the same bodies
+
+SERVER_FIELDS = {"uid", "resourceVersion", "creationTimestamp"}
+
+
+def stamp(wall: float) -> str:
+    return datetime.fromtimestamp(wall, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def without_server_fields(event: dict) -> dict:
+    meta = {k: v for k, v in event["metadata"].items() if k not in SERVER_FIELDS}
+    return {**event, "metadata": meta}
+
+
+def test_a_namespaced_object_gets_the_full_event_body_and_a_patch_with_count_and_last_time(server, api):
+    clock = FakeClock()
+    rec = EventRecorder(api, "platform-ingress", "node-1", clock=clock)
+    obj = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+           "metadata": {"name": "web", "namespace": "default", "uid": "u-1", "resourceVersion": "7"}}
+    try:
+        first = clock.wall()
+        rec.event(obj, "Warning", "BadTLS", "secret default/tls missing")
+        assert rec.flush(10)
+        [created] = recorded(server)
+        name = created["metadata"]["name"]
+        assert name.startswith("web.") and len(name) == len("web.") + 16
+        assert without_server_fields(created) == {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Ingress", "namespace": "default", "name": "web", "uid": "u-1",
+                               "apiVersion": "networking.k8s.io/v1", "resourceVersion": "7"},
+            "reason": "BadTLS", "message": "secret default/tls missing", "type": "Warning",
+            "source": {"component": "platform-ingress", "host": "node-1"},
+            "firstTimestamp": stamp(first), "lastTimestamp": stamp(first), "count": 1,
+            "reportingComponent": "platform-ingress", "reportingInstance": "node-1",
+        }
+        # A repeat on a newer version of the object: the same Event, patched;
+        # involvedObject keeps the version it was first recorded for.
+        clock.advance(61)
+        newer = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "8"}}
+        rec.event(newer, "Warning", "BadTLS", "secret default/tls missing")
+        assert rec.flush(10)
+        [patched] = recorded(server)
+        assert patched["metadata"]["name"] == name
+        assert patched["count"] == 2
+        assert patched["firstTimestamp"] == stamp(first)
+        assert patched["lastTimestamp"] == stamp(first + 61) != stamp(first)
+        assert patched["involvedObject"]["resourceVersion"] == "7"
+    finally:
+        rec.stop(timeout=2)
+
+
+def test_a_cluster_scoped_object_without_uid_or_version_gets_its_event_in_default(server, api):
+    clock = FakeClock()
+    rec = EventRecorder(api, "platform-ingress", clock=clock)
+    obj = {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "platform"}}
+    try:
+        rec.event(obj, "Normal", "Sync", "Scheduled for sync")
+        assert rec.flush(10)
+        [event] = recorded(server)
+        assert event["metadata"]["namespace"] == "default"
+        assert event["involvedObject"] == {"kind": "IngressClass", "namespace": "", "name": "platform", "uid": "",
+                                           "apiVersion": "networking.k8s.io/v1"}
+        assert event["source"] == {"component": "platform-ingress"}
+        assert event["reportingInstance"] == ""
+    finally:
+        rec.stop(timeout=2)
+
+
+def test_queued_records_hold_no_copy_of_the_object(api):
+    """What waits is the key tuple and the version string of the object (shared), not a dict per record."""
+    rec = EventRecorder(api, "platform-ingress", clock=FakeClock())
+    obj = {"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": "s", "namespace": "default", "uid": "u-s", "resourceVersion": "9"}}
+    with rec._cond:  # the sender cannot take it meanwhile
+        rec.event(obj, "Normal", "Sync", "synced")
+        [(key, record)] = rec._pending.items()
+        assert record.obj is key
+        assert record.resource_version is obj["metadata"]["resourceVersion"]
+        assert not hasattr(record, "__dict__")
+    rec.stop(timeout=0.5)
+
+
+def test_objects_take_turns_and_each_keeps_its_records_in_order(api):
+    """One record waits bare, more in a list; the sender takes one per object in turn."""
+    rec = EventRecorder(api, "platform-ingress", clock=FakeClock())
+    with rec._cond:  # the sender cannot take anything meanwhile
+        for reason in ("A1", "A2", "A3"):
+            rec.event(ingress("a"), "Warning", reason, "x")
+        rec.event(ingress("b"), "Warning", "B1", "y")
+        rec.event(ingress("a"), "Warning", "A2", "x")  # a repeat waiting already: counted, not queued again
+        assert rec._pending_records == 4
+        order = [rec._next_pending() for _ in range(4)]
+        assert [(r.reason, r.count) for r in order] == [("A1", 1), ("B1", 1), ("A2", 2), ("A3", 1)]
+        assert not rec._pending and rec._pending_records == 0
+    rec.stop(timeout=0.5)

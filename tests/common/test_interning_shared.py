@@ -36,9 +36,7 @@ def test_watch_copies_share_with_list_items():
 
 
 def test_different_values_under_a_shared_key_stay_different():
-    one = {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}}
-    two = {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.2"}]}}}
-    interning.intern_values(one)
-    interning.intern_values(two)
+    one = interning.loads(json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}}))
+    two = interning.loads(json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.2"}]}}}))
     assert one["status"] is not two["status"]
     assert two["status"]["loadBalancer"]["ingress"][0]["ip"] == "192.0.2.2"
