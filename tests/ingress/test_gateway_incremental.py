@@ -1,0 +1,206 @@
+"""gateway_incremental.apply: a sequence of random changes applied one at a
+time (routes added, changed, deleted; Services and EndpointSlices changed;
+now and then a Gateway, grant or Namespace change, which builds in full)
+gives exactly the translation and lowering of a fresh full build."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+from platformd.ingress import gateway_incremental as inc
+from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
+from platformd.ingress.gateway_lowering import LoweringCache, lower
+from platformd.ingress.gateway_translate import GRPC_ROUTE, HTTP_ROUTE, RouteCache, build
+from tests.helpers.certs import self_signed
+from tests.ingress.gateway_objects import (
+    NOW, backend, gateway, gateway_class, grant, http_route, https_listener, listener, namespace, rule, service,
+    tls_secret,
+)
+from tests.ingress.test_gateway_routecache import NAMESPACES, _random_route, _services
+
+OPTIONS = GatewayOptions(publish_addresses=("192.0.2.1",), listener_ports={8080: 18080},
+                         address_pool=())
+
+
+def _key(obj: dict) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+
+def _slice(service_key: str, address: str) -> dict:
+    ns, _, name = service_key.partition("/")
+    return {"metadata": {"name": f"{name}-1", "namespace": ns, "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4", "ports": [{"name": "", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}]}
+
+
+@pytest.fixture(scope="module")
+def secrets(tmp_path_factory) -> dict[str, dict]:
+    return {"a/cert": tls_secret("cert", *self_signed("*.example.com", tmp_path_factory.mktemp("certs")), "a")}
+
+
+def _gateways(rng: random.Random) -> list[dict]:
+    """One Gateway on the shared ports (HTTP, and HTTPS now and then),
+    sometimes a second one with a listener on a mapped port."""
+    allowed = rng.choice(({"namespaces": {"from": "All"}}, {"namespaces": {"from": "Same"}},
+                          {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"team": "x"}}}}))
+    listeners = [listener("http", hostname=rng.choice((None, "*.example.com", None)), allowedRoutes=allowed)]
+    if rng.random() < 0.5:
+        listeners.append(https_listener(hostname=rng.choice((None, "*.example.com", "h2.example.com")),
+                                        allowedRoutes=allowed))
+    gateways = [gateway("gw", "a", listeners=listeners)]
+    if rng.random() < 0.4:
+        gateways.append(gateway("gw2", "a", listeners=[
+            listener("other", port=8080, hostname=rng.choice((None, "h1.example.com")),
+                     allowedRoutes={"namespaces": {"from": "All"}})]))
+    return gateways
+
+
+class _World:
+    """The objects as the informers hold them, and a change log like the handlers'."""
+
+    def __init__(self, rng: random.Random, secrets: dict[str, dict]) -> None:
+        self.rng, self.secrets = rng, secrets
+        self.routes: dict[tuple[str, str], dict] = {}
+        for i in range(30):
+            self._put(_random_route(rng, i, grpc=rng.random() < 0.2))
+        self.next = 30
+        self.services = _services(rng)
+        self.slices = {key: (_slice(key, f"10.0.0.{rng.randint(1, 9)}"),) for key in self.services}
+        self.grants: list[dict] = []
+        self.gateways = _gateways(rng)
+        self.namespaces = {ns: namespace(ns) for ns in NAMESPACES}
+        self.changes = inc.Changes()
+
+    def _put(self, route: dict) -> tuple[str, str]:
+        name = (route["kind"], _key(route))
+        self.routes[name] = route
+        return name
+
+    def mutate(self) -> None:
+        rng, what = self.rng, self.rng.random()
+        if what < 0.55:
+            names = sorted(self.routes)
+            if not names or rng.random() < 0.3:
+                route = _random_route(rng, self.next, grpc=rng.random() < 0.2)
+                self.next += 1
+            elif rng.random() < 0.3:
+                name = rng.choice(names)
+                del self.routes[name]
+                self.changes.routes.add(name)
+                return
+            else:
+                old = self.routes[rng.choice(names)]
+                route = _random_route(rng, 0, grpc=old["kind"] == GRPC_ROUTE)
+                route["metadata"] = copy.deepcopy(old["metadata"])
+                route["metadata"]["generation"] += rng.random() < 0.5
+            self.changes.routes.add(self._put(route))
+        elif what < 0.75:
+            key = rng.choice(sorted({f"{ns}/svc-{i}" for ns in NAMESPACES for i in range(6)}))
+            ns, _, name = key.partition("/")
+            if key in self.services and rng.random() < 0.4:
+                del self.services[key]
+            else:
+                self.services[key] = service(name, ns, ports=rng.choice(((80,), (81,), (80, 81))),
+                                             app_protocol=rng.choice((None, None, "kubernetes.io/ws")))
+            self.changes.services.add(key)
+        elif what < 0.9:
+            key = rng.choice(sorted(self.services) or ["a/svc-0"])
+            self.slices[key] = (_slice(key, f"10.0.1.{rng.randint(1, 9)}"),) if rng.random() < 0.8 else ()
+            self.changes.slices.add(key)
+        else:
+            kind = rng.choice(("grant", "namespace", "gateway"))
+            if kind == "grant":
+                self.grants = [grant(rng.choice(NAMESPACES), rng.choice(NAMESPACES))] if rng.random() < 0.7 else []
+            elif kind == "namespace":
+                self.namespaces = {ns: namespace(ns, **({"team": "x"} if rng.random() < 0.5 else {}))
+                                   for ns in NAMESPACES}
+            else:
+                self.gateways = _gateways(rng)
+            self.changes.everything = True
+
+    def snapshot(self, fresh: bool = False) -> GatewaySnapshot:
+        routes = list(self.routes.values())
+        state = (routes, self.services, self.grants, self.gateways, self.namespaces)
+        if fresh:  # new objects: the fresh build must not profit from objects being the same
+            state = copy.deepcopy(state)
+        routes, services, grants, gateways, namespaces = state
+        return GatewaySnapshot(
+            gateway_classes=(gateway_class(),), gateways=tuple(gateways),
+            http_routes=tuple(r for r in routes if r["kind"] == HTTP_ROUTE),
+            grpc_routes=tuple(r for r in routes if r["kind"] == GRPC_ROUTE),
+            reference_grants=tuple(grants), services=services, namespaces=namespaces, secrets=self.secrets)
+
+    def sources(self) -> inc.Sources:
+        return inc.Sources(route=lambda kind, key: self.routes.get((kind, key)), services=self.services,
+                           slices=lambda key: self.slices.get(key, ()), secrets=self.secrets, now=NOW)
+
+
+def _lower(table, world: _World, cache=None):
+    return lower(table, http_port=80, https_port=443, services=world.services,
+                 slices=lambda key: world.slices.get(key, ()), secrets=world.secrets, now=NOW, cache=cache)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_incremental_equals_fresh_build_over_random_changes(seed, secrets):
+    world = _World(random.Random(seed), secrets)
+    routes_cache, servers_cache = RouteCache(), LoweringCache()
+    translation = build(world.snapshot(), OPTIONS, NOW, cache=routes_cache)
+    lowered = _lower(translation.table, world, servers_cache)
+    incremental = 0
+    for _ in range(80):
+        world.mutate()
+        changes, world.changes = world.changes, inc.Changes()
+        result = inc.apply(translation, lowered, changes, OPTIONS, world.sources(), routes_cache, servers_cache)
+        if result is None:
+            assert changes.everything
+            translation = build(world.snapshot(), OPTIONS, NOW, cache=routes_cache)
+            lowered = _lower(translation.table, world, servers_cache)
+        else:
+            translation, lowered = result
+            incremental += 1
+        fresh = build(world.snapshot(fresh=True), OPTIONS, NOW)
+        assert translation == fresh
+        assert lowered == _lower(fresh.table, world)
+    assert incremental > 50  # the sequence did exercise the incremental path
+
+
+def test_only_the_changed_route_and_the_readers_of_a_changed_service_are_translated(monkeypatch):
+    from platformd.ingress import gateway_translate
+
+    routes = {(HTTP_ROUTE, f"a/r{i}"): http_route(f"r{i}", "a", parents=[{"name": "gw", "namespace": "a"}],
+                                                   hostnames=[f"h{i}.example"], rules=[rule(backend(f"svc-{i % 3}"))])
+              for i in range(20)}
+    services = {f"a/svc-{i}": service(f"svc-{i}", "a") for i in range(3)}
+    snapshot = GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
+                               http_routes=tuple(routes.values()), services=services)
+    routes_cache, servers_cache = RouteCache(), LoweringCache()
+    translation = build(snapshot, GatewayOptions(), NOW, cache=routes_cache)
+    lowered = lower(translation.table, http_port=80, https_port=443, services=services, slices=lambda k: (),
+                    secrets={}, now=NOW, cache=servers_cache)
+    calls = []
+    real = gateway_translate.http_rule
+    monkeypatch.setattr(gateway_translate, "http_rule", lambda *a: calls.append(a) or real(*a))
+    sources = inc.Sources(route=lambda kind, key: routes.get((kind, key)), services=services,
+                          slices=lambda k: (), secrets={}, now=NOW)
+    routes[(HTTP_ROUTE, "a/r3")] = http_route("r3", "a", parents=[{"name": "gw", "namespace": "a"}],
+                                              hostnames=["h3.example"], rules=[rule(backend("svc-2"))], generation=2)
+    translation2, lowered2 = inc.apply(translation, lowered, inc.Changes(routes={(HTTP_ROUTE, "a/r3")}),
+                                       GatewayOptions(), sources, routes_cache, servers_cache)
+    assert len(calls) == 1
+    # Only h3's Server is new; every other one is the very same object.
+    new = [s for s in lowered2.servers if not any(s is old for old in lowered.servers)]
+    assert [s.hostname for s in new] == ["h3.example"]
+    calls.clear()
+    services["a/svc-0"] = service("svc-0", "a", ports=(81,))
+    translation3, _ = inc.apply(translation2, lowered2, inc.Changes(services={"a/svc-0"}), GatewayOptions(),
+                                sources, routes_cache, servers_cache)
+    assert len(calls) == 6  # r0, r6, r9, r12, r15, r18 name svc-0 (r3 no longer does)
+    assert translation3 == build(GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
+                                                 http_routes=tuple(routes.values()), services=services),
+                                 GatewayOptions(), NOW)
+    # A Service nobody reads changes nothing: the same pair comes back.
+    assert inc.apply(translation3, lowered2, inc.Changes(services={"a/other"}), GatewayOptions(), sources,
+                     routes_cache, servers_cache)[0] is translation3
