@@ -204,3 +204,89 @@ def test_only_the_changed_route_and_the_readers_of_a_changed_service_are_transla
     # A Service nobody reads changes nothing: the same pair comes back.
     assert inc.apply(translation3, lowered2, inc.Changes(services={"a/other"}), GatewayOptions(), sources,
                      routes_cache, servers_cache)[0] is translation3
+
+
+# --- the controller: route and endpoint changes take the incremental path -----------------------------
+
+
+class _Inner:
+    """The Ingress controller's data plane, as the GatewayPlane sees it: every submit succeeds."""
+
+    def submit(self, config):
+        return lambda superseded=None: None
+
+
+def test_controller_applies_route_and_endpoint_changes_without_a_full_build(fake_api, monkeypatch):
+    import threading
+
+    from platformd.common import kubeclient, resources
+    from platformd.common.apisource import ApiSource
+    from platformd.common.informer import InformerFactory
+    from platformd.common.store import index_endpointslice_by_service
+    from platformd.ingress import gateway_controller
+    from platformd.ingress.gateway_controller import GatewayController, Serving
+    from platformd.ingress.gateway_dataplane import GatewayPlane
+    from tests.helpers.waiting import wait_for
+    from tests.ingress.test_gateway_controller import _clean
+    from tests.ingress_e2e import objects as o
+
+    full = []
+    real_build = gateway_controller.build
+    monkeypatch.setattr(gateway_controller, "build", lambda *a, **k: full.append(1) or real_build(*a, **k))
+    fake_api.create(_clean(gateway_class()))
+    fake_api.create(_clean(gateway("gw", "default")))
+    for name in ("web", "api"):
+        fake_api.create(o.service(name, port=80))
+        fake_api.create(o.endpoint_slice(name, ["10.0.0.1"], port=8080))
+    fake_api.create(_clean(http_route("one", "default", hostnames=["one.example"], rules=[rule(backend("web"))])))
+    api = kubeclient.load(str(fake_api.kubeconfig))
+    source = ApiSource(api)
+    ingress_factory, factory = InformerFactory(source), InformerFactory(source)
+    plane = GatewayPlane(_Inner())
+    controller = GatewayController(
+        factory, GatewayOptions(), services=ingress_factory.informer(resources.SERVICES),
+        secrets=ingress_factory.informer(resources.TLS_SECRETS), publish_addresses=lambda: ("192.0.2.1",),
+        serving=Serving(plane, lambda: None, ingress_factory.informer(resources.ENDPOINT_SLICES)))
+    ingress_factory.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=controller.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def published():
+        return plane._published[1]
+
+    def fresh():
+        translation = build(controller.snapshot(), GatewayOptions(publish_addresses=("192.0.2.1",)), NOW)
+        slices = ingress_factory.informer(resources.ENDPOINT_SLICES).store
+        return translation, lower(translation.table, http_port=80, https_port=443,
+                                  services=controller.snapshot().services, secrets={}, now=NOW,
+                                  slices=lambda key: tuple(s for s in slices.list()
+                                                           if key in index_endpointslice_by_service(s)))
+    try:
+        wait_for(lambda: [s.hostname for s in published().servers] == ["one.example"], message="first sync")
+        assert len(full) == 1
+        fake_api.create(_clean(http_route("two", "default", hostnames=["two.example"], rules=[rule(backend("api"))])))
+        wait_for(lambda: [s.hostname for s in published().servers] == ["one.example", "two.example"],
+                 message="the new route")
+        moved = fake_api.get("EndpointSlice", "default", "api-1")
+        moved["endpoints"][0]["addresses"] = ["10.0.0.2"]
+        fake_api.update(moved)
+        wait_for(lambda: any(e.address == "10.0.0.2" for b in published().backends for e in b.endpoints),
+                 message="the endpoint change")
+        fake_api.delete("HTTPRoute", "default", "one")
+        wait_for(lambda: [s.hostname for s in published().servers] == ["two.example"], message="the deletion")
+        assert len(full) == 1  # none of these was a full build
+        translation, lowered = fresh()
+        assert controller._built[0] == translation and published() == lowered
+        assert controller.translation.http_routes.keys() == {"default/two"}
+        # A Gateway change builds in full.
+        fake_api.update({**fake_api.get("Gateway", "default", "gw"), "spec": {
+            "gatewayClassName": "platform", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                                                           "hostname": "*.other"}]}})
+        wait_for(lambda: not published().servers, message="the Gateway change")
+        assert len(full) == 2
+    finally:
+        stop.set()
+        thread.join(5)
+        ingress_factory.stop()
+        api.close()
