@@ -61,7 +61,8 @@ from platformd.ingress.model import (
     Server, Timeouts, prefix_base, service_backend_name,
 )
 
-__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge", "merge_locations", "relower"]
+__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge", "merge_locations", "merge_server",
+           "relower"]
 
 _MATCH = {"Exact": PathMatch.EXACT, "PathPrefix": PathMatch.PREFIX, "RegularExpression": PathMatch.REGEX}
 _WELL_KNOWN = {"http": 80, "https": 443}
@@ -581,14 +582,16 @@ def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server,
     (see the module docstring for who wins on a host both have)."""
     merged = {s.hostname: s for s in ingress}
     for server in gateway:
-        current = merged.get(server.hostname)
-        if current is None:
-            merged[server.hostname] = server
-            continue
-        merged[server.hostname] = replace(
-            current, locations=merge_locations(current.locations, server.locations), tls=current.tls or server.tls,
-            tls_certificate=current.tls_certificate or server.tls_certificate)
+        merged[server.hostname] = merge_server(merged.get(server.hostname), server)
     return tuple(merged[name] for name in sorted(merged))
+
+
+def merge_server(ingress: Server | None, gateway: Server) -> Server:
+    """One host's Server: the Ingress's (None: there is none) joined with the Gateway's (see ``merge``)."""
+    if ingress is None:
+        return gateway
+    return replace(ingress, locations=merge_locations(ingress.locations, gateway.locations),
+                   tls=ingress.tls or gateway.tls, tls_certificate=ingress.tls_certificate or gateway.tls_certificate)
 
 
 def merge_locations(ingress: tuple[Location, ...], gateway: tuple[Location, ...]) -> tuple[Location, ...]:

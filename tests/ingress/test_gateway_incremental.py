@@ -11,9 +11,11 @@ import random
 import pytest
 
 from platformd.ingress import gateway_incremental as inc
+from platformd.ingress.gateway_dataplane import extend, extended
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
 from platformd.ingress.gateway_lowering import LoweringCache, lower
 from platformd.ingress.gateway_translate import GRPC_ROUTE, HTTP_ROUTE, RouteCache, build
+from platformd.ingress.model import Backend, Configuration, Location, Server
 from tests.helpers.certs import self_signed
 from tests.ingress.gateway_objects import (
     NOW, backend, gateway, gateway_class, grant, http_route, https_listener, listener, namespace, rule, service,
@@ -143,12 +145,23 @@ def _lower(table, world: _World, cache=None):
                  slices=lambda key: world.slices.get(key, ()), secrets=world.secrets, now=NOW, cache=cache)
 
 
+def _ingress_configuration() -> Configuration:
+    """What the Ingresses serve beside the routes: a host the routes also
+    have, a host with an alias some route's host name is, their backends."""
+    def server(host: str, **extra) -> Server:
+        return Server(hostname=host, locations=(Location(path="/", backend=f"a-ing-{host[:2]}-80"),), **extra)
+    return Configuration(servers=(server("h1.example.com"), server("ingress.example", aliases=("h3.example.com",))),
+                         backends=(Backend("a-ing-h1-80"), Backend("a-ing-in-80")))
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_incremental_equals_fresh_build_over_random_changes(seed, secrets):
     world = _World(random.Random(seed), secrets)
     routes_cache, servers_cache = RouteCache(), LoweringCache()
     translation = build(world.snapshot(), OPTIONS, NOW, cache=routes_cache)
     lowered = _lower(translation.table, world, servers_cache)
+    ingress = _ingress_configuration()
+    merged = extended(ingress, lowered)
     incremental = 0
     for _ in range(80):
         world.mutate()
@@ -164,6 +177,9 @@ def test_incremental_equals_fresh_build_over_random_changes(seed, secrets):
         fresh = build(world.snapshot(fresh=True), OPTIONS, NOW)
         assert translation == fresh
         assert lowered == _lower(fresh.table, world)
+        # What the data plane gets: merged with the Ingress configuration (spliced where it can be).
+        merged = extended(ingress, lowered, merged)
+        assert (merged.result, merged.left_out) == extend(ingress, _lower(fresh.table, world))
     assert incremental > 50  # the sequence did exercise the incremental path
 
 
