@@ -153,9 +153,19 @@ def _same(a, b) -> bool:
 
 
 def _difference(old: tuple, new: tuple) -> tuple[list, list]:
-    """(items of ``old`` that are not in ``new``, items of ``new`` not in ``old``), by identity."""
+    """(items of ``old`` that are not in ``new``, items of ``new`` not in ``old``), by identity.
+
+    The two are sorted alike and mostly the very same objects: the common
+    head and tail are found with C loops (``map(operator.is_, ...)``), and
+    only what lies between is compared item by item."""
     if old is new:
         return [], []
+    shortest = min(len(old), len(new))
+    head = list(map(operator.is_, old, new))
+    start = head.index(False) if False in head else shortest
+    tail = list(map(operator.is_, reversed(old), reversed(new)))
+    end = min(tail.index(False) if False in tail else shortest, shortest - start)
+    old, new = old[start:len(old) - end], new[start:len(new) - end]
     old_ids, new_ids = set(map(id, old)), set(map(id, new))
     return [x for x in old if id(x) not in new_ids], [x for x in new if id(x) not in old_ids]
 
