@@ -19,15 +19,26 @@ Prints, per step, the median and worst of ``--trials`` runs:
 * memory: RSS after building the objects, and the peak (``VmHWM``).
 
 With ``--changes K`` (needs nginx; ``0`` skips it): route change -> first
-request served, through a real nginx holding all N routes (lowered and merged
-into a Configuration as the Ingress controller does, applied with
-``DataPlane.apply``). Each change creates one more HTTPRoute (a new hostname,
-a rule with a header match and a weighted rule); the latency ends at the
-first request to it answered 200 and is reported twice: from the start of
-the Gateway sync (``build`` + ``lower`` + merge + apply: what the controller
-does for every change today) and from the start of the apply (the data
-plane's part). Also the reload count over all changes (target 0) and the
-per-change payload.
+request served, through a real nginx holding all N routes, K times each of:
+a new HTTPRoute (a new hostname, a rule with a header match and a weighted
+rule), a changed rule (its header value) and the route deleted. Each change
+goes through the controller's sync as it runs it (``gateway_incremental.apply``
+of the recorded change, then the merge into a Configuration, ``extend``) and
+``DataPlane.apply``; the latency ends at the first request that shows it
+(200 with the new header, 404 once deleted) and is reported from the start
+of the Gateway sync and from the start of the apply (the data plane's part).
+Also the reload count over all changes (target 0).
+
+``--live``: the whole product path instead. The real ``platformd ingress``
+runs in a child process (its own nginx) against the project's fake API server
+(in this process), holding N HTTPRoutes, 2N Services and 2N EndpointSlices;
+each change is written to the API and timed from that write to the first
+request that shows it. Also the controller's RSS when ready and at the end,
+and its CPU time per change (all its threads; unlike the latencies, not
+inflated by other load on the machine). ``BENCH_TRACE=file`` makes the child
+log each Gateway sync, Ingress sync, status pass and garbage collection with
+wall-clock times (the bench adds each change), ``BENCH_PROFILE=dir`` a cProfile
+of each Ingress sync.
 """
 
 from __future__ import annotations
@@ -292,6 +303,13 @@ def _slice(key: str, address: str, port: int) -> dict:
             "endpoints": [{"addresses": [address], "conditions": {"ready": True}}]}
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far."""
+    import os
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def live(n: int, changes: int) -> None:
     """Route change -> first request through the real ``platformd ingress``
     (a child process, its own nginx) listing and watching the project's fake
@@ -345,6 +363,7 @@ def live(n: int, changes: int) -> None:
               f"{status.get('last_sync_duration_seconds') or 0:.2f} s); controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
         time.sleep(2.0)  # past the first status writes
         reloads = status["reload_count"]
+        cpu = _cpu_seconds(child.pid)
         by_kind: dict[str, list[float]] = {}
         trace = open(os.environ["BENCH_TRACE"], "a", buffering=1) if os.environ.get("BENCH_TRACE") else None
         for i in range(changes):
@@ -367,6 +386,7 @@ def live(n: int, changes: int) -> None:
                 if trace:
                     trace.write(f"change:{kind.replace(' ', '-')} {wall:.4f} {by_kind[kind][-1]:.1f}\n")
         every = [v for values in by_kind.values() for v in values]
+        cpu = (_cpu_seconds(child.pid) - cpu) / len(every) * 1000
         status = json.loads(_get(healthz, "x", "/status")[1])
         rss, peak = _memory(child.pid)
         print(f"live: route change -> first request from the API write, {changes} x (new route, changed rule, "
@@ -374,7 +394,9 @@ def live(n: int, changes: int) -> None:
         print(f"  all                    {_percentiles(every)}")
         for kind, values in by_kind.items():
             print(f"  {kind:<21}  {_percentiles(values)}")
-        print(f"  reloads: {status['reload_count'] - reloads}; controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
+        print(f"  reloads: {status['reload_count'] - reloads}; controller CPU per change {cpu:.1f} ms (all its "
+              f"threads: informers, syncs, status writes; not load-bound like the latencies); "
+              f"controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
     finally:
         if child is not None and child.poll() is None:
             child.terminate()
