@@ -23,7 +23,8 @@ request served, through a real nginx holding all N routes, K times each of:
 a new HTTPRoute (a new hostname, a rule with a header match and a weighted
 rule), a changed rule (its header value) and the route deleted. Each change
 goes through the controller's sync as it runs it (``gateway_incremental.apply``
-of the recorded change, then the merge into a Configuration, ``extend``) and
+of the recorded change, then GatewayPlane's merge into the Ingress
+Configuration, ``extended``) and
 ``DataPlane.apply``; the latency ends at the first request that shows it
 (200 with the new header, 404 once deleted) and is reported from the start
 of the Gateway sync and from the start of the apply (the data plane's part).
@@ -204,7 +205,7 @@ def bench_route_changes(snapshot: GatewaySnapshot, options: GatewayOptions, chan
     from dataclasses import replace
 
     from platformd.ingress import gateway_incremental as incremental
-    from platformd.ingress.gateway_dataplane import extend
+    from platformd.ingress.gateway_dataplane import extended
     from platformd.ingress.gateway_lowering import LoweringCache
     from platformd.ingress.model import Configuration
     from tests.helpers.backends import NginxBackend
@@ -236,7 +237,9 @@ def bench_route_changes(snapshot: GatewaySnapshot, options: GatewayOptions, chan
         translation = build(snapshot, options, time.time(), cache=routes_cache)
         lowered = lower(translation.table, http_port=80, https_port=443, services=snapshot.services, slices=slices,
                         secrets={}, now=time.time(), cache=servers_cache)
-        result = harness.apply(extend(Configuration(), lowered)[0])
+        ingress = Configuration()  # what the Ingress controller re-submits: the same object each time
+        merged = extended(ingress, lowered)
+        result = harness.apply(merged.result)
         assert result.ok, result.error
         print(f"route changes: first sync and apply of {len(snapshot.http_routes)} routes "
               f"{(time.perf_counter() - started):.1f} s")
@@ -254,7 +257,8 @@ def bench_route_changes(snapshot: GatewaySnapshot, options: GatewayOptions, chan
                 # The controller's sync for one recorded route change (gateway_controller.sync).
                 translation, lowered = incremental.apply(translation, lowered, incremental.Changes(routes={key}),
                                                          options, sources, routes_cache, servers_cache)
-                desired = extend(Configuration(), lowered)[0]
+                merged = extended(ingress, lowered, merged)  # GatewayPlane.submit's merge
+                desired = merged.result
                 applying = time.perf_counter()
                 result = harness.apply(desired)
                 assert result.ok and result.kind == "dynamic", result
