@@ -364,7 +364,8 @@ def live(n: int, changes: int) -> None:
         status = json.loads(_get(healthz, "x", "/status")[1])
         rss, peak = _memory(child.pid)
         print(f"live: start to first route served {ready:.1f} s (the Ingress sync reports "
-              f"{status.get('last_sync_duration_seconds') or 0:.2f} s); controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
+              f"{status.get('last_sync_duration_seconds') or 0:.2f} s); "
+              f"controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
         time.sleep(2.0)  # past the first status writes
         reloads = status["reload_count"]
         cpu = _cpu_seconds(child.pid)

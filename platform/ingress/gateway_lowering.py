@@ -279,7 +279,6 @@ class LoweringCache:
             self._by_ident[_ident(key)] = value
             self._by_name.setdefault((key[0], key[2], key[3]), []).append((key, value))
 
-
     def current_backend(self, service: str, port: int, services: Mapping[str, dict],
                         slices: Callable[[str], tuple[dict, ...]], replaced: Backend | None) -> Backend:
         """The Backend of ``service`` port ``port`` now (``relower``), kept as
