@@ -500,8 +500,11 @@ def relower(previous: Lowered, table: GatewayTable, changed: Mapping[tuple[Bind,
             return None
         if len(hosts) > 1 and len({h.entries for h in hosts}) > 1:
             return None
+    cache._kept = None  # until it is whole again: an exception midway leaves nothing to relower from
     with gcpause.paused:
-        return _relower(kept, previous, table, new_names, services_changed, services, slices, secrets, now, cache)
+        out = _relower(kept, previous, table, new_names, services_changed, services, slices, secrets, now, cache)
+    cache._kept = kept
+    return out
 
 
 def _relower(kept: _Kept, previous: Lowered, table: GatewayTable, new_names: dict[str, list[HostRoutes]],

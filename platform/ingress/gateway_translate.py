@@ -444,8 +444,11 @@ def update(previous: GatewayTranslation, routes: Mapping[tuple[str, str], Mappin
     kept = cache._kept
     if kept is None or kept.translation is not previous:
         return None
+    cache._kept = None  # until it is whole again: an exception midway leaves nothing to update from
     with gcpause.paused:
-        return _update(kept, routes, services, cache)
+        out = _update(kept, routes, services, cache)
+    cache._kept = kept
+    return out
 
 
 def _update(kept: _Kept, routes: Mapping[tuple[str, str], Mapping | None], services,

@@ -306,3 +306,22 @@ def test_controller_applies_route_and_endpoint_changes_without_a_full_build(fake
         thread.join(5)
         ingress_factory.stop()
         api.close()
+
+
+def test_an_update_that_fails_midway_leaves_nothing_to_update_from(monkeypatch):
+    from platformd.ingress import gateway_translate
+
+    route = http_route("r", "a", parents=[{"name": "gw", "namespace": "a"}], rules=[rule(backend("svc-0"))])
+    snapshot = GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
+                               http_routes=(route,), services={"a/svc-0": service("svc-0", "a")})
+    cache = RouteCache()
+    translation = build(snapshot, GatewayOptions(), NOW, cache=cache)
+
+    def fail(*_):
+        raise RuntimeError("midway")
+    monkeypatch.setattr(gateway_translate, "http_rule", fail)
+    with pytest.raises(RuntimeError):
+        gateway_translate.update(translation, {(HTTP_ROUTE, "a/r"): route}, snapshot.services, cache)
+    monkeypatch.undo()
+    # The table was taken apart: only a full build may follow.
+    assert gateway_translate.update(translation, {(HTTP_ROUTE, "a/r"): route}, snapshot.services, cache) is None
