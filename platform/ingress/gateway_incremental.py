@@ -85,10 +85,12 @@ def apply(translation: GatewayTranslation, lowered: Lowered | None, changes: Cha
     touched = changes.services | changes.slices
     if not names and not (lowered is not None and any(servers_cache.uses(s) for s in touched)):
         return translation, lowered
-    updated = update(translation, {name: sources.route(*name) for name in names}, sources.services, routes_cache)
-    if updated is None:
-        return None
-    translation, hosts = updated
+    hosts = {}
+    if names:  # else only Backends change (endpoints): the translation stays the very same
+        updated = update(translation, {name: sources.route(*name) for name in names}, sources.services, routes_cache)
+        if updated is None:
+            return None
+        translation, hosts = updated
     if lowered is None:
         return translation, None
     ports = dict(http_port=options.http_port, https_port=options.https_port, services=sources.services,
