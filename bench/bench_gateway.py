@@ -34,17 +34,18 @@ Also the reload count over all changes (target 0).
 runs in a child process (its own nginx) against the project's fake API server
 (in this process), holding N HTTPRoutes, 2N Services and 2N EndpointSlices;
 each change is written to the API and timed from that write to the first
-request that shows it. Also the controller's RSS when ready and at the end,
+request that shows it, and from the start of the Gateway sync that took it
+(the child traces its syncs, ``BENCH_TRACE``). Also the controller's RSS when ready and at the end,
 and its CPU time per change (all its threads; unlike the latencies, not
-inflated by other load on the machine). ``BENCH_TRACE=file`` makes the child
-log each Gateway sync, Ingress sync, status pass and garbage collection with
-wall-clock times (the bench adds each change), ``BENCH_PROFILE=dir`` a cProfile
-of each Ingress sync.
+inflated by other load on the machine). ``BENCH_TRACE=file`` keeps the child's
+trace (each Gateway sync, Ingress sync, status pass and garbage collection,
+with wall-clock times), ``BENCH_PROFILE=dir`` a cProfile of each Ingress sync.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import statistics
 import sys
 import time
@@ -307,6 +308,19 @@ def _slice(key: str, address: str, port: int) -> dict:
             "endpoints": [{"addresses": [address], "conditions": {"ready": True}}]}
 
 
+def _from_sync(trace: Path, writes: list[tuple[float, float]]) -> list[float]:
+    """Each change's latency counted from the start of the first Gateway sync
+    after its API write (the trace the child wrote; one wall clock)."""
+    starts = sorted(float(line.split()[1]) for line in trace.read_text().splitlines()
+                    if line.startswith("gateway-sync "))
+    out = []
+    for wall, latency in writes:
+        at = bisect.bisect_left(starts, wall)
+        if at < len(starts):
+            out.append(wall * 1000 + latency - starts[at] * 1000)
+    return out
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` so far."""
     import os
@@ -351,7 +365,8 @@ def live(n: int, changes: int) -> None:
             [sys.executable, __file__, "--child", *server.args(), "--state-dir", str(work / "state"),
              "--http-port", str(http_port), "--https-port", str(https_port), "--healthz-host", "127.0.0.1",
              "--healthz-port", str(healthz), "--publish-status-address", "192.0.2.1"],
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            env={"BENCH_TRACE": str(work / "trace"), **os.environ,
+                 "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
             stdout=subprocess.DEVNULL, stderr=open(work / "log", "w"))
         probe = "host-0.example.com"
         while _get(http_port, probe, "/api")[0] != 200:
@@ -370,7 +385,7 @@ def live(n: int, changes: int) -> None:
         reloads = status["reload_count"]
         cpu = _cpu_seconds(child.pid)
         by_kind: dict[str, list[float]] = {}
-        trace = open(os.environ["BENCH_TRACE"], "a", buffering=1) if os.environ.get("BENCH_TRACE") else None
+        writes: list[tuple[float, float]] = []  # (wall clock of the API write, latency in ms)
         for i in range(changes):
             for kind, route, header, expected in _change_steps(i):
                 time.sleep(0.2)  # one change at a time: the previous one's status writes are done
@@ -388,15 +403,16 @@ def live(n: int, changes: int) -> None:
                         raise RuntimeError(f"{kind} on {host} not served within 60 s; see {work / 'log'}")
                     time.sleep(0.002)
                 by_kind.setdefault(kind, []).append((time.perf_counter() - start) * 1000)
-                if trace:
-                    trace.write(f"change:{kind.replace(' ', '-')} {wall:.4f} {by_kind[kind][-1]:.1f}\n")
+                writes.append((wall, by_kind[kind][-1]))
         every = [v for values in by_kind.values() for v in values]
+        from_sync = _from_sync(Path(os.environ.get("BENCH_TRACE") or work / "trace"), writes)
         cpu = (_cpu_seconds(child.pid) - cpu) / len(every) * 1000
         status = json.loads(_get(healthz, "x", "/status")[1])
         rss, peak = _memory(child.pid)
         print(f"live: route change -> first request from the API write, {changes} x (new route, changed rule, "
               f"deleted route) on {n:,} HTTPRoutes:")
         print(f"  all                    {_percentiles(every)}")
+        print(f"  from the Gateway sync  {_percentiles(from_sync)}   (its start, as the child's trace shows it)")
         for kind, values in by_kind.items():
             print(f"  {kind:<21}  {_percentiles(values)}")
         print(f"  reloads: {status['reload_count'] - reloads}; controller CPU per change {cpu:.1f} ms (all its "
