@@ -321,6 +321,18 @@ def _from_sync(trace: Path, writes: list[tuple[float, float]]) -> list[float]:
     return out
 
 
+def _settle(pid: int, quiet: float = 0.05, window: float = 1.0, limit: float = 300.0) -> float:
+    """Wait until process ``pid`` uses less than ``quiet`` of a core over
+    ``window`` seconds (at most ``limit``); how long that took."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        before = _cpu_seconds(pid)
+        time.sleep(window)
+        if _cpu_seconds(pid) - before < quiet * window:
+            break
+    return time.perf_counter() - start
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` so far."""
     import os
@@ -381,7 +393,9 @@ def live(n: int, changes: int) -> None:
         print(f"live: start to first route served {ready:.1f} s (the Ingress sync reports "
               f"{status.get('last_sync_duration_seconds') or 0:.2f} s); "
               f"controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
-        time.sleep(2.0)  # past the first status writes
+        settled = _settle(child.pid)  # past the first status writes (10,000 PATCHes take seconds)
+        print(f"live: the controller settled {settled:.1f} s after that (status written); "
+              f"RSS {_memory(child.pid)[0]:.0f} MB")
         reloads = status["reload_count"]
         cpu = _cpu_seconds(child.pid)
         by_kind: dict[str, list[float]] = {}
