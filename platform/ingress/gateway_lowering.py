@@ -304,6 +304,16 @@ class LoweringCache:
         self._by_ident[_ident(key)] = value
         self._by_name.setdefault((key[0], key[2], key[3]), []).append((key, value))
 
+    def forget(self, key: tuple) -> None:
+        """The Server made for ``key`` is no longer the lowering's (``relower``)."""
+        self._by_ident.pop(_ident(key), None)
+        name = (key[0], key[2], key[3])
+        kept = [(k, v) for k, v in self._by_name.get(name, ()) if k is not key]
+        if kept:
+            self._by_name[name] = kept
+        else:
+            self._by_name.pop(name, None)
+
 
 @dataclass
 class _Kept:
@@ -315,7 +325,7 @@ class _Kept:
     lowered: Lowered
     ports: tuple[int, int]  # (http_port, https_port)
     names: dict[str, list[HostRoutes]]
-    shared: dict[str, tuple[Server | None, Skipped | None, set[tuple[str, int]]]]
+    shared: dict[str, tuple[Server | None, Skipped | None, set[tuple[str, int]], tuple]]  # and the cache key
     shared_skipped: dict[str, Skipped]
     bound_skipped: tuple[Skipped, ...]
     targets: dict[tuple[str, int], int]  # (Service, port) -> names using it
@@ -371,7 +381,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
                 bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)
     skipped, targets, any_certificates = [], {}, []
     made: list[tuple[tuple, tuple[Server, set[tuple[str, int]]]]] = []  # this lowering's Servers, for the cache
-    outcome: dict[str, tuple[Server | None, Skipped | None, set[tuple[str, int]]]] = {}  # shared names'
+    outcome: dict[str, tuple[Server | None, Skipped | None, set[tuple[str, int]], tuple]] = {}  # shared names'
 
     def lowered(by_name: dict[str, list[HostRoutes]], is_shared: bool) -> tuple[list[Server], tuple[Location, ...]]:
         servers, any_host = [], ()
@@ -390,7 +400,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
             else:
                 server, problem, used, key = _named(name, hosts, table, is_shared, cache)
                 if is_shared:
-                    outcome[name] = (server, problem, used)
+                    outcome[name] = (server, problem, used, key)
                 if problem is not None:
                     skipped.append(problem)
                     continue
@@ -529,7 +539,8 @@ def _relower(kept: _Kept, previous: Lowered, table: GatewayTable, new_names: dic
     for name, hosts in new_names.items():
         old = kept.shared.pop(name, None)
         if old is not None:
-            server, problem, used = old
+            server, problem, used, old_key = old
+            cache.forget(old_key)
             if server is not None:
                 at = bisect.bisect_left(servers, _server_order(server), key=_server_order)
                 del servers[at]
@@ -541,7 +552,7 @@ def _relower(kept: _Kept, previous: Lowered, table: GatewayTable, new_names: dic
             continue
         kept.names[name] = hosts
         server, problem, used, key = _named(name, hosts, table, True, cache)
-        kept.shared[name] = (server, problem, used)
+        kept.shared[name] = (server, problem, used, key)
         if problem is not None:
             kept.shared_skipped[name] = problem
             continue
