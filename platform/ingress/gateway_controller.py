@@ -241,7 +241,11 @@ class GatewayController:
         self._mark(lambda changes: changes.services.add(key))
 
     def _on_slice(self, obj) -> None:
-        used = [key for key in index_endpointslice_by_service(getattr(obj, "obj", obj)) if self._servers.uses(key)]
+        # While a sync lowers, what it uses is not known yet (it may just have
+        # read this Service's slices): record the change for the next one.
+        busy = self._caches_lock.locked()
+        used = [key for key in index_endpointslice_by_service(getattr(obj, "obj", obj))
+                if busy or self._servers.uses(key)]
         if used:
             self._mark(lambda changes: changes.slices.update(used))
 
