@@ -12,8 +12,8 @@ logs one line and runs Ingresses only.
 
 Handlers only mark work: they record what changed (``gateway_incremental.Changes``:
 a route, a Service, the EndpointSlices of a Service the table uses; anything
-else, a GatewayClass, Gateway, ReferenceGrant, Namespace or Secret, is
-"everything") and ask the ``gateway-sync`` runner for a sync. A sync with
+else, a GatewayClass, Gateway, ReferenceGrant, Namespace or a Secret a
+Gateway names, is "everything") and ask the ``gateway-sync`` runner for a sync. A sync with
 only routes and Services recorded translates and lowers just what they
 touch (``gateway_incremental``); otherwise (and on the first sync, the
 periodic resync and a retry) it reads the stores whole (``GatewaySnapshot``),
@@ -57,6 +57,22 @@ NOT_SERVED = "the data plane does not serve Gateway API routes yet"
 # The Ingress controller indexes EndpointSlices by Service under this name with
 # the same function; adding it again is a no-op (store.add_indexers).
 _BY_SERVICE = "service"
+_BY_SECRET = "secret"
+
+
+def index_gateway_by_secret(obj: dict) -> list[str]:
+    """The Secrets ("ns/name") a Gateway's listeners name in certificateRefs,
+    whatever group or kind they say (a change of any of them is a full sync;
+    gateway_listeners decides which are usable): the namespace defaults to
+    the Gateway's."""
+    meta = obj.get("metadata") or {}
+    keys = []
+    for listener in (obj.get("spec") or {}).get("listeners") or ():
+        tls = listener.get("tls") if isinstance(listener, dict) else None
+        for ref in (tls.get("certificateRefs") if isinstance(tls, dict) else None) or ():
+            if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+                keys.append(f"{ref.get('namespace') or meta.get('namespace', '')}/{ref['name']}")
+    return keys
 
 
 def _input(obj: dict) -> tuple:
@@ -143,8 +159,9 @@ class GatewayController:
                 add=mark, delete=mark, update=lambda old, new, mark=mark: _input(old) != _input(new) and mark(new)))
         services.add_handler(FuncHandler(add=self._on_service, update=lambda old, new: self._on_service(new),
                                          delete=self._on_service))
-        secrets.add_handler(FuncHandler(add=self._marker(None), update=lambda old, new: self._mark(),
-                                        delete=self._marker(None)))
+        self.informers[resources.GATEWAYS].add_indexers({_BY_SECRET: index_gateway_by_secret})
+        secrets.add_handler(FuncHandler(add=self._on_secret, update=lambda old, new: self._on_secret(new),
+                                        delete=self._on_secret))
         if serving is not None:
             serving.plane.on_applied = self.applied
             serving.slices.add_indexers({_BY_SERVICE: index_endpointslice_by_service})
@@ -235,6 +252,12 @@ class GatewayController:
             key = key_of(getattr(obj, "obj", obj))
             self._mark(lambda changes: changes.routes.add((kind, key)))
         return mark
+
+    def _on_secret(self, obj) -> None:
+        """Only a Secret some Gateway names changes the translation (listener
+        certificates): TLS Secrets of Ingresses come and go without a build."""
+        if self.informers[resources.GATEWAYS].store.index_keys(_BY_SECRET, key_of(getattr(obj, "obj", obj))):
+            self._mark()
 
     def _on_service(self, obj) -> None:
         key = key_of(getattr(obj, "obj", obj))

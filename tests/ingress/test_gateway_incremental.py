@@ -232,7 +232,7 @@ class _Inner:
         return lambda superseded=None: None
 
 
-def test_controller_applies_route_and_endpoint_changes_without_a_full_build(fake_api, monkeypatch):
+def test_controller_applies_route_and_endpoint_changes_without_a_full_build(fake_api, monkeypatch, tmp_path):
     import threading
 
     from platformd.common import kubeclient, resources
@@ -246,6 +246,7 @@ def test_controller_applies_route_and_endpoint_changes_without_a_full_build(fake
     from tests.ingress.test_gateway_controller import _clean
     from tests.ingress_e2e import objects as o
 
+    certificate = self_signed("*.example", tmp_path)
     full = []
     real_build = gateway_controller.build
     monkeypatch.setattr(gateway_controller, "build", lambda *a, **k: full.append(1) or real_build(*a, **k))
@@ -295,12 +296,30 @@ def test_controller_applies_route_and_endpoint_changes_without_a_full_build(fake
         translation, lowered = fresh()
         assert controller._built[0] == translation and published() == lowered
         assert controller.translation.http_routes.keys() == {"default/two"}
+        # A TLS Secret no Gateway names (an Ingress's, say) builds nothing; a route change after it
+        # is still incremental.
+        fake_api.create(tls_secret("other", *certificate, "default"))
+        secrets = ingress_factory.informer(resources.TLS_SECRETS).store
+        wait_for(lambda: secrets.get("default/other"), message="the Secret in the store")
+        fake_api.create(_clean(http_route("three", "default", hostnames=["three.example"],
+                                          rules=[rule(backend("api"))])))
+        wait_for(lambda: "three.example" in [s.hostname for s in published().servers], message="route three")
+        assert len(full) == 1
         # A Gateway change builds in full.
         fake_api.update({**fake_api.get("Gateway", "default", "gw"), "spec": {
             "gatewayClassName": "platform", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
                                                            "hostname": "*.other"}]}})
         wait_for(lambda: not published().servers, message="the Gateway change")
         assert len(full) == 2
+        # So does a change of a Secret a Gateway names.
+        fake_api.update({**fake_api.get("Gateway", "default", "gw"), "spec": {
+            "gatewayClassName": "platform", "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP"},
+                {"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}]}})
+        wait_for(lambda: len(full) == 3, message="the second Gateway change")
+        fake_api.create(tls_secret("cert", *certificate, "default"))
+        wait_for(lambda: len(full) == 4, message="the named Secret")
+        wait_for(lambda: published().certificates, message="its certificate served")
     finally:
         stop.set()
         thread.join(5)
