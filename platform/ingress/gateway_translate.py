@@ -61,7 +61,9 @@ class GatewayTranslation:
 
     def __post_init__(self) -> None:
         for name in ("classes", "gateways", "http_routes", "grpc_routes", "served"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+            value = getattr(self, name)
+            if not isinstance(value, MappingProxyType):  # a proxy is another translation's: never changed
+                object.__setattr__(self, name, MappingProxyType(dict(value)))
 
 
 def _key(obj: Mapping) -> str:
