@@ -418,6 +418,9 @@ def live(n: int, changes: int) -> None:
                     time.sleep(0.002)
                 by_kind.setdefault(kind, []).append((time.perf_counter() - start) * 1000)
                 writes.append((wall, by_kind[kind][-1]))
+                if os.environ.get("BENCH_TRACE"):
+                    with open(os.environ["BENCH_TRACE"], "a") as trace:
+                        trace.write(f"change {wall:.4f} {by_kind[kind][-1]:.1f}\n")
         every = [v for values in by_kind.values() for v in values]
         from_sync = _from_sync(Path(os.environ.get("BENCH_TRACE") or work / "trace"), writes)
         cpu = (_cpu_seconds(child.pid) - cpu) / len(every) * 1000
