@@ -359,6 +359,14 @@ def _is_shared(bind: Bind, http_port: int, https_port: int) -> bool:
     return bind.address is None and bind.port in (http_port, https_port)
 
 
+def _per_port(hosts: list[HostRoutes]) -> bool:
+    """Whether a name's hosts on the shared ports go to a table per port
+    instead (``relower`` asks too): other routes on the HTTP listener than on
+    the HTTPS one (say, a redirect to https), where the name's host is the
+    listener's own."""
+    return len(hosts) > 1 and len({h.entries for h in hosts}) > 1
+
+
 def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mapping[str, dict],
            slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
            cache: LoweringCache | None) -> Lowered:
@@ -373,9 +381,7 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         else:  # a pool address or a mapped port: a table of its own (lua/bound.lua)
             bound.setdefault((bind.address, bind.port), {}).setdefault(host.hostname, []).append(host)
     for name, hosts in list(shared.items()):
-        if len(hosts) > 1 and len({h.entries for h in hosts}) > 1:
-            # Other routes on the HTTP listener than on the HTTPS one (say, a redirect to
-            # https): one table per port, where the name's host is the listener's own.
+        if _per_port(hosts):
             del shared[name]
             for host in hosts:
                 bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)
@@ -506,10 +512,8 @@ def relower(previous: Lowered, table: GatewayTable, changed: Mapping[tuple[Bind,
         old = kept.names.get(name, ())
         if name == hostnames.ANY or (old and name not in kept.shared):
             return None
-        if not all(_is_shared(h.bind, http_port, https_port) for h in (*old, *hosts)):
-            return None
-        if len(hosts) > 1 and len({h.entries for h in hosts}) > 1:
-            return None
+        if not all(_is_shared(h.bind, http_port, https_port) for h in (*old, *hosts)) or _per_port(hosts):
+            return None  # (an old name in per-port tables is not in kept.shared: above)
     cache._kept = None  # until it is whole again: an exception midway leaves nothing to relower from
     with gcpause.paused:
         out = _relower(kept, previous, table, new_names, services_changed, services, slices, secrets, now, cache)
