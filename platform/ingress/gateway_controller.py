@@ -10,11 +10,15 @@ The Gateway API kinds are served only where their CRDs are installed:
 ``discover`` asks the API server once at start; without them the caller
 logs one line and runs Ingresses only.
 
-Handlers only mark work: any change to a Gateway API object, a Namespace, a
-Service or a Secret (or an EndpointSlice of a Service the table uses) asks
-the ``gateway-sync`` runner for a sync, which reads the stores whole
-(``GatewaySnapshot``), translates (``gateway_translate``), lowers the table
-onto the data plane model (``gateway_lowering``), publishes it to the
+Handlers only mark work: they record what changed (``gateway_incremental.Changes``:
+a route, a Service, the EndpointSlices of a Service the table uses; anything
+else, a GatewayClass, Gateway, ReferenceGrant, Namespace or a Secret a
+Gateway names, is "everything") and ask the ``gateway-sync`` runner for a sync. A sync with
+only routes and Services recorded translates and lowers just what they
+touch (``gateway_incremental``); otherwise (and on the first sync, the
+periodic resync and a retry) it reads the stores whole (``GatewaySnapshot``),
+translates (``gateway_translate``) and lowers the table onto the data plane
+model (``gateway_lowering``). Either way it publishes the result to the
 ``GatewayPlane`` the Ingress controller submits through and asks that
 controller for a sync. Status follows what is served: a Gateway is
 ``Programmed=True`` once a configuration holding its version of the table
@@ -36,14 +40,14 @@ from platformd.common import errors, kubeclient, resources
 from platformd.common.clock import REAL_CLOCK, Clock
 from platformd.common.informer import FuncHandler, Informer, InformerFactory
 from platformd.common.runner import BoundedFrequencyRunner
-from platformd.common.store import index_endpointslice_by_service
+from platformd.common.store import index_endpointslice_by_service, key_of
 from platformd.ingress import gateway_hostnames as hostnames
+from platformd.ingress import gateway_incremental as incremental
 from platformd.ingress import gateway_status as st
 from platformd.ingress.gateway_dataplane import GatewayPlane
 from platformd.ingress.gateway_lowering import Lowered, LoweringCache, lower
 from platformd.ingress.gateway_input import GatewayOptions, GatewaySnapshot
-from platformd.ingress.gateway_model import GatewayTable
-from platformd.ingress.gateway_translate import GatewayTranslation, RouteCache, build
+from platformd.ingress.gateway_translate import GRPC_ROUTE, HTTP_ROUTE, GatewayTranslation, RouteCache, build
 
 __all__ = ["GatewayController", "discover"]
 
@@ -53,6 +57,22 @@ NOT_SERVED = "the data plane does not serve Gateway API routes yet"
 # The Ingress controller indexes EndpointSlices by Service under this name with
 # the same function; adding it again is a no-op (store.add_indexers).
 _BY_SERVICE = "service"
+_BY_SECRET = "secret"
+
+
+def index_gateway_by_secret(obj: dict) -> list[str]:
+    """The Secrets ("ns/name") a Gateway's listeners name in certificateRefs,
+    whatever group or kind they say (a change of any of them is a full sync;
+    gateway_listeners decides which are usable): the namespace defaults to
+    the Gateway's."""
+    meta = obj.get("metadata") or {}
+    keys = []
+    for listener in (obj.get("spec") or {}).get("listeners") or ():
+        tls = listener.get("tls") if isinstance(listener, dict) else None
+        for ref in (tls.get("certificateRefs") if isinstance(tls, dict) else None) or ():
+            if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+                keys.append(f"{ref.get('namespace') or meta.get('namespace', '')}/{ref['name']}")
+    return keys
 
 
 def _input(obj: dict) -> tuple:
@@ -92,15 +112,6 @@ class Serving:
     slices: Informer
 
 
-def _services_of(table: GatewayTable) -> frozenset[str]:
-    found = set()
-    for host in table.hosts:
-        for entry in host.entries:
-            found.update(b.service for b in entry.action.backends if b.service)
-            found.update(m.service for m in entry.action.mirrors)
-    return frozenset(found)
-
-
 class GatewayController:
     """See the module docstring.
 
@@ -133,24 +144,29 @@ class GatewayController:
         self._translation: GatewayTranslation | None = None  # replaced whole, never changed
         self._lock = threading.Lock()  # guards the next three and the publishing of a translation
         self._built: tuple[GatewayTranslation, Lowered | None, int] | None = None  # last build, its version
+        self._built_options: GatewayOptions | None = None  # the options it was made with
         self._version = 0  # of the last table published to the data plane
         self._applied = 0  # newest version a successful apply carried
-        self._used_services: frozenset[str] = frozenset()
         self._servers = LoweringCache()  # the last lowering's Servers, reused for unchanged hosts
         self._routes = RouteCache()  # the translation of unchanged routes, reused
         self._caches_lock = threading.Lock()  # held while building with _routes and _servers
-        mark = lambda *_: self._runner.run()  # noqa: E731 - handlers only mark work
-        for informer in self.informers.values():
+        self._changes_lock = threading.Lock()  # guards _changes (handlers take it, never for long)
+        self._changes = incremental.Changes()  # what changed since the last sync took its changes
+        for resource, informer in self.informers.items():
+            kind = {resources.HTTP_ROUTES: HTTP_ROUTE, resources.GRPC_ROUTES: GRPC_ROUTE}.get(resource)
+            mark = self._marker(kind)
             informer.add_handler(FuncHandler(
-                add=mark, delete=mark, update=lambda old, new: _input(old) != _input(new) and mark()))
-        for informer in (services, secrets):
-            informer.add_handler(FuncHandler(add=mark, update=mark, delete=mark))
+                add=mark, delete=mark, update=lambda old, new, mark=mark: _input(old) != _input(new) and mark(new)))
+        services.add_handler(FuncHandler(add=self._on_service, update=lambda old, new: self._on_service(new),
+                                         delete=self._on_service))
+        self.informers[resources.GATEWAYS].add_indexers({_BY_SECRET: index_gateway_by_secret})
+        secrets.add_handler(FuncHandler(add=self._on_secret, update=lambda old, new: self._on_secret(new),
+                                        delete=self._on_secret))
         if serving is not None:
             serving.plane.on_applied = self.applied
             serving.slices.add_indexers({_BY_SERVICE: index_endpointslice_by_service})
-            mark_slice = lambda obj: (self._uses_slice(obj) and mark())  # noqa: E731
-            serving.slices.add_handler(FuncHandler(add=mark_slice, update=lambda old, new: mark_slice(new),
-                                                   delete=lambda obj: mark_slice(getattr(obj, "obj", obj))))
+            serving.slices.add_handler(FuncHandler(add=self._on_slice, update=lambda old, new: self._on_slice(new),
+                                                   delete=self._on_slice))
 
     @property
     def translation(self) -> GatewayTranslation | None:
@@ -216,29 +232,98 @@ class GatewayController:
             namespaces={k: self.informers[resources.NAMESPACES].store.get(k)
                         for k in self.informers[resources.NAMESPACES].store.keys()})
 
-    def _uses_slice(self, obj) -> bool:
-        return any(key in self._used_services for key in index_endpointslice_by_service(obj))
+    # --- handlers: only record what changed ----------------------------------
+
+    def _mark(self, record: Callable[[incremental.Changes], None] | None = None) -> None:
+        """Record a change (None: one that needs everything) and ask for a sync."""
+        with self._changes_lock:
+            if record is None:
+                self._changes.everything = True
+            else:
+                record(self._changes)
+        self._runner.run()
+
+    def _marker(self, kind: str | None) -> Callable[[object], None]:
+        """The handler of an informer: a route's (``kind``) records its key, the others everything."""
+        if kind is None:
+            return lambda obj=None: self._mark()
+
+        def mark(obj) -> None:
+            key = key_of(getattr(obj, "obj", obj))
+            self._mark(lambda changes: changes.routes.add((kind, key)))
+        return mark
+
+    def _on_secret(self, obj) -> None:
+        """Only a Secret some Gateway names changes the translation (listener
+        certificates): TLS Secrets of Ingresses come and go without a build."""
+        if self.informers[resources.GATEWAYS].store.index_keys(_BY_SECRET, key_of(getattr(obj, "obj", obj))):
+            self._mark()
+
+    def _on_service(self, obj) -> None:
+        key = key_of(getattr(obj, "obj", obj))
+        self._mark(lambda changes: changes.services.add(key))
+
+    def _on_slice(self, obj) -> None:
+        # While a sync lowers, what it uses is not known yet (it may just have
+        # read this Service's slices): record the change for the next one.
+        busy = self._caches_lock.locked()
+        used = [key for key in index_endpointslice_by_service(getattr(obj, "obj", obj))
+                if busy or self._servers.uses(key)]
+        if used:
+            self._mark(lambda changes: changes.slices.update(used))
+
+    # --- the sync ---------------------------------------------------------------
 
     def sync(self) -> None:
-        """Snapshot -> translate -> lower -> publish (see the module docstring)."""
+        """What changed, or snapshot -> translate -> lower; then publish (see the module docstring)."""
         options = replace(self.options, publish_addresses=tuple(self._publish_addresses()))
-        snapshot, now = self.snapshot(), self._wall_clock()
-        with self._caches_lock:  # the caches serve one build at a time (tests call sync beside the runner)
-            translation = build(snapshot, options, now, cache=self._routes)
-            lowered = None
-            if self._serving is not None:
-                slices = self._serving.slices.store
-                lowered = lower(translation.table, http_port=options.http_port, https_port=options.https_port,
-                                services=snapshot.services, secrets=snapshot.secrets, now=now,
-                                slices=lambda key: tuple(slices.by_index(_BY_SERVICE, key)), cache=self._servers)
+        with self._changes_lock:
+            changes, self._changes = self._changes, incremental.Changes()
+        try:
+            with self._caches_lock:  # the caches serve one build at a time (tests call sync beside the runner)
+                built = self._incremental(changes, options) if changes else None
+                if built is None:
+                    built = self._full(options)
+                elif self._built is not None and built[0] is self._built[0] and built[1] is self._built[1]:
+                    return  # nothing the table or the data plane shows changed
+                self._built_options = options
+        except BaseException:
+            with self._changes_lock:
+                self._changes.everything = True  # what this one took is not lost: the retry builds in full
+            raise
+        translation, lowered = built
         with self._lock:
             self._version += 1
             self._built = (translation, lowered, self._version)
-            self._used_services = _services_of(translation.table)
         if self._serving is not None:
             self._serving.plane.publish(self._version, lowered)
             self._serving.trigger()
         self._publish()
+
+    def _slices(self, key: str) -> tuple[dict, ...]:
+        return tuple(self._serving.slices.store.by_index(_BY_SERVICE, key))
+
+    def _incremental(self, changes: incremental.Changes,
+                     options: GatewayOptions) -> tuple[GatewayTranslation, Lowered | None] | None:
+        """The last build with ``changes`` applied; None: build in full."""
+        last = self._built
+        if last is None or options != self._built_options:
+            return None
+        stores = {HTTP_ROUTE: self.informers[resources.HTTP_ROUTES].store,
+                  GRPC_ROUTE: self.informers[resources.GRPC_ROUTES].store}
+        sources = incremental.Sources(route=lambda kind, key: stores[kind].get(key), services=self.services.store,
+                                      slices=self._slices, secrets=self.secrets.store, now=self._wall_clock())
+        return incremental.apply(last[0], last[1], changes, options, sources, self._routes, self._servers)
+
+    def _full(self, options: GatewayOptions) -> tuple[GatewayTranslation, Lowered | None]:
+        snapshot, now = self.snapshot(), self._wall_clock()
+        translation = build(snapshot, options, now, cache=self._routes)
+        lowered = None
+        if self._serving is not None:
+            lowered = lower(translation.table, http_port=options.http_port, https_port=options.https_port,
+                            services=snapshot.services, secrets=snapshot.secrets, now=now, slices=self._slices,
+                            cache=self._servers)
+        return translation, lowered
 
     def applied(self, version: int) -> None:
         """A configuration carrying ``version`` of the table is served (GatewayPlane)."""

@@ -25,16 +25,18 @@ submitted alone and ``last_error`` says why.
 
 from __future__ import annotations
 
+import bisect
 import logging
+import operator
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from platformd.ingress import validate as v
-from platformd.ingress.gateway_lowering import Lowered, merge, merge_locations
+from platformd.ingress.gateway_lowering import Lowered, merge, merge_locations, merge_server
 from platformd.ingress.model import BoundHosts, Certificate, Configuration, Server
 
-__all__ = ["GatewayPlane", "extend"]
+__all__ = ["GatewayPlane", "Merged", "extend", "extended", "splice"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,122 @@ def extend(config: Configuration, lowered: Lowered) -> tuple[Configuration, tupl
         default_certificate=config.default_certificate or lowered.any_certificate,
         gateway_wildcards=tuple(s for s in lowered.wildcards if s.hostname not in aliases))
     return extended, left_out
+
+
+@dataclass(frozen=True)
+class Merged:
+    """One ``extend``: its inputs (``config``, ``lowered``), its result and the
+    host names it left out, and the alias names of ``config`` (for ``splice``)."""
+
+    config: Configuration
+    lowered: Lowered
+    result: Configuration
+    left_out: tuple[str, ...]
+    aliases: frozenset[str]
+
+
+def extended(config: Configuration, lowered: Lowered, last: Merged | None = None) -> Merged:
+    """``extend(config, lowered)`` as a ``Merged``: spliced into ``last``
+    where that is the same Ingress configuration (``splice``), else in full.
+    Raises ``ValidationError`` as ``extend`` does."""
+    if last is not None and last.config is config:
+        spliced = splice(last, lowered)
+        if spliced is not None:
+            return spliced
+    result, left_out = extend(config, lowered)
+    return Merged(config, lowered, result, left_out, _aliases(config))
+
+
+def _aliases(config: Configuration) -> frozenset[str]:
+    return frozenset(alias for server in config.servers for alias in server.aliases)
+
+
+#: Beyond this many Servers and Backends changed, a splice is no cheaper than a merge.
+SPLICE_LIMIT = 500
+
+
+def splice(last: Merged, lowered: Lowered) -> Merged | None:
+    """``last`` with its lowering replaced by ``lowered``, touching only the
+    Servers and Backends that are not the very objects ``last.lowered`` had
+    (the lowering keeps unchanged ones: gateway_lowering.LoweringCache);
+    equal to ``extend(last.config, lowered)``. None (merge in full) when
+    more than the Servers and Backends changed (bound tables, the any-host
+    locations, certificates, the wildcard Servers) or too many did. At 10,000 routes a merge
+    costs ~7 ms per route change, a splice well under one."""
+    old = last.lowered
+    if lowered is old:
+        return last
+    if not (_same(old.bound, lowered.bound) and _same(old.any_host, lowered.any_host)
+            and _same(old.certificates, lowered.certificates) and old.any_certificate == lowered.any_certificate
+            and _same(old.wildcards, lowered.wildcards)):
+        return None
+    gone_servers, new_servers = _difference(old.servers, lowered.servers)
+    gone_backends, new_backends = _difference(old.backends, lowered.backends)
+    if len(gone_servers) + len(new_servers) + len(gone_backends) + len(new_backends) > SPLICE_LIMIT:
+        return None
+    config, result, aliases = last.config, last.result, last.aliases
+    servers = list(result.servers)
+    for server in gone_servers:  # the host goes back to what the Ingresses alone serve there, if anything
+        if server.hostname not in aliases:
+            at = bisect.bisect_left(servers, server.hostname, key=_HOSTNAME)
+            ingress = _named(config.servers, server.hostname, _HOSTNAME)
+            if ingress is None:
+                del servers[at]
+            else:
+                servers[at] = ingress
+    for server in new_servers:
+        if server.hostname not in aliases:
+            at = bisect.bisect_left(servers, server.hostname, key=_HOSTNAME)
+            merged = merge_server(_named(config.servers, server.hostname, _HOSTNAME), server)
+            if at < len(servers) and servers[at].hostname == server.hostname:
+                servers[at] = merged
+            else:
+                servers.insert(at, merged)
+    backends = list(result.backends)
+    for backend in gone_backends:
+        if _named(config.backends, backend.name, _NAME) is None:  # else the Ingress copy is kept
+            at = bisect.bisect_left(backends, backend.name, key=_NAME)
+            if at < len(backends) and backends[at].name == backend.name:
+                del backends[at]
+    for backend in new_backends:
+        if _named(config.backends, backend.name, _NAME) is None:
+            at = bisect.bisect_left(backends, backend.name, key=_NAME)
+            backends.insert(at, backend)
+    left_out = tuple(s.hostname for s in lowered.servers if s.hostname in aliases) if aliases else ()
+    return Merged(config, lowered, replace(result, servers=tuple(servers), backends=tuple(backends)), left_out,
+                  aliases)
+
+
+_HOSTNAME = operator.attrgetter("hostname")
+_NAME = operator.attrgetter("name")
+
+
+def _same(a, b) -> bool:
+    return a is b or a == b
+
+
+def _difference(old: tuple, new: tuple) -> tuple[list, list]:
+    """(items of ``old`` that are not in ``new``, items of ``new`` not in ``old``), by identity.
+
+    The two are sorted alike and mostly the very same objects: the common
+    head and tail are found with C loops (``map(operator.is_, ...)``), and
+    only what lies between is compared item by item."""
+    if old is new:
+        return [], []
+    shortest = min(len(old), len(new))
+    head = list(map(operator.is_, old, new))
+    start = head.index(False) if False in head else shortest
+    tail = list(map(operator.is_, reversed(old), reversed(new)))
+    end = min(tail.index(False) if False in tail else shortest, shortest - start)
+    old, new = old[start:len(old) - end], new[start:len(new) - end]
+    old_ids, new_ids = set(map(id, old)), set(map(id, new))
+    return [x for x in old if id(x) not in new_ids], [x for x in new if id(x) not in old_ids]
+
+
+def _named(items: tuple, name: str, key):
+    """The item of ``items`` (sorted by ``key``, keys unique) whose key is ``name``, or None."""
+    at = bisect.bisect_left(items, name, key=key)
+    return items[at] if at < len(items) and key(items[at]) == name else None
 
 
 def _certificates(ingress: tuple[Certificate, ...], gateway: tuple[Certificate, ...]) -> tuple[Certificate, ...]:
@@ -118,6 +236,10 @@ class GatewayPlane:
         self.on_applied = on_applied
         self._lock = threading.Lock()
         self._published: tuple[int, Lowered] = (0, Lowered())  # replaced whole
+        # The last merge, and the last configuration given listen ports: submit
+        # is called under the Ingress controller's model lock, one at a time.
+        self._merged: Merged | None = None
+        self._listened: tuple[Configuration, Configuration] | None = None
         self.last_error: str | None = None
         self.left_out: tuple[str, ...] = ()
 
@@ -131,9 +253,12 @@ class GatewayPlane:
 
     def submit(self, desired: Configuration):
         version, lowered = self._published
-        desired = with_listen_ports(desired, self.listen_ports)
+        if self._listened is None or self._listened[0] is not desired:  # the same object each re-apply
+            self._listened = (desired, with_listen_ports(desired, self.listen_ports))
+        desired = self._listened[1]
         try:
-            merged, self.left_out = extend(desired, lowered)
+            self._merged = extended(desired, lowered, self._merged)
+            merged, self.left_out = self._merged.result, self._merged.left_out
             self.last_error = None
         except v.ValidationError as exc:
             merged, self.last_error = desired, f"Gateway routes left out: {exc}"

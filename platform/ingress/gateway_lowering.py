@@ -46,6 +46,7 @@ the Ingress paths of a name to its host in a bound table.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -61,7 +62,8 @@ from platformd.ingress.model import (
     Server, prefix_base, service_backend_name,
 )
 
-__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge", "merge_locations"]
+__all__ = ["Lowered", "LoweringCache", "Skipped", "backend_name", "lower", "merge", "merge_locations", "merge_server",
+           "relower"]
 
 _MATCH = {"Exact": PathMatch.EXACT, "PathPrefix": PathMatch.PREFIX, "RegularExpression": PathMatch.REGEX}
 _WELL_KNOWN = {"http": 80, "https": 443}
@@ -217,6 +219,12 @@ class LoweringCache:
         self._by_name: dict[tuple, list[tuple[tuple, tuple[Server, set[tuple[str, int]]]]]] = {}
         self._backends: dict[tuple, Backend] = {}
         self._next_backends: dict[tuple, Backend] = {}
+        self._kept: _Kept | None = None  # the last lowering, for ``relower``
+
+    def uses(self, service: str) -> bool:
+        """Whether the last lowering made a Backend of Service ``service`` ("ns/name")."""
+        kept = self._kept
+        return kept is not None and service in kept.ports_of
 
     def get(self, key: tuple) -> tuple[Server, set[tuple[str, int]]] | None:
         # By identity first (the ids are of hosts the kept keys hold alive, so
@@ -260,6 +268,60 @@ class LoweringCache:
             self._by_ident[_ident(key)] = value
             self._by_name.setdefault((key[0], key[2], key[3]), []).append((key, value))
 
+    def current_backend(self, service: str, port: int, services: Mapping[str, dict],
+                        slices: Callable[[str], tuple[dict, ...]], replaced: Backend | None) -> Backend:
+        """The Backend of ``service`` port ``port`` now (``relower``), kept as
+        the current lowering's, where the next full lowering finds it;
+        ``replaced``: the Backend it takes the place of (forgotten)."""
+        key = (service, port)
+        obj, found = services.get(service), slices(service)
+        last = self._endpoints.get(key)
+        if last is not None and (last[0] is obj or last[0] == obj) and last[1] == found:
+            result = last[2]
+        else:
+            result = _endpoints(service, obj, found, port)
+        self._endpoints[key] = (obj, found, result)
+        name = backend_name(service, port)
+        if replaced is not None and replaced.endpoints != result:
+            self._backends.pop((replaced.name, replaced.endpoints), None)
+        made = self._backends.get((name, result)) or Backend(name, result)
+        self._backends[(name, result)] = made
+        return made
+
+    def remember(self, key: tuple, value: tuple[Server, set[tuple[str, int]]]) -> None:
+        """A Server ``relower`` made, for the next lowering to find."""
+        self._by_ident[_ident(key)] = value
+        self._by_name.setdefault((key[0], key[2], key[3]), []).append((key, value))
+
+    def forget(self, key: tuple) -> None:
+        """The Server made for ``key`` is no longer the lowering's (``relower``)."""
+        self._by_ident.pop(_ident(key), None)
+        name = (key[0], key[2], key[3])
+        kept = [(k, v) for k, v in self._by_name.get(name, ()) if k is not key]
+        if kept:
+            self._by_name[name] = kept
+        else:
+            self._by_name.pop(name, None)
+
+
+@dataclass
+class _Kept:
+    """What a lowering with a cache leaves for ``relower``: its result, the
+    hosts of every name, the outcome of each name on the shared ports
+    (Server or Skipped, and the Service ports it used), how many names use
+    each Service port and the Backends' order."""
+
+    lowered: Lowered
+    ports: tuple[int, int]  # (http_port, https_port)
+    names: dict[str, list[HostRoutes]]
+    shared: dict[str, tuple[Server | None, Skipped | None, set[tuple[str, int]], tuple]]  # and the cache key
+    shared_skipped: dict[str, Skipped]
+    bound_skipped: tuple[Skipped, ...]
+    targets: dict[tuple[str, int], int]  # (Service, port) -> names using it
+    ports_of: dict[str, set[int]]  # Service -> its ports in ``targets``
+    backend_keys: list[tuple[str, int]]  # (Service, port) of ``lowered.backends``, in order
+    any_candidate: str | None  # the any-host certificate before it was loaded
+
 
 def _endpoints(key: str, service: dict | None, found: tuple[dict, ...], port: int) -> tuple:
     return endpoints.resolve(key, service, found, port).endpoints
@@ -282,54 +344,70 @@ def lower(table: GatewayTable, *, http_port: int, https_port: int, services: Map
         return _lower(table, http_port, https_port, services, slices, secrets, now, cache)
 
 
+def _is_shared(bind: Bind, http_port: int, https_port: int) -> bool:
+    return bind.address is None and bind.port in (http_port, https_port)
+
+
+def _per_port(hosts: list[HostRoutes]) -> bool:
+    """Whether a name's hosts on the shared ports go to a table per port
+    instead (``relower`` asks too): other routes on the HTTP listener than on
+    the HTTPS one (say, a redirect to https), where the name's host is the
+    listener's own; a name only HTTPS listeners have: the HTTPS port's table
+    (plain HTTP must not reach them)."""
+    return len(hosts) > 1 and len({h.entries for h in hosts}) > 1 or all(h.bind.protocol == "HTTPS" for h in hosts)
+
+
 def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mapping[str, dict],
            slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
            cache: LoweringCache | None) -> Lowered:
     shared: dict[str, list[HostRoutes]] = {}
     bound: dict[tuple[str | None, int], dict[str, list[HostRoutes]]] = {}
+    names: dict[str, list[HostRoutes]] = {}
     for host in table.hosts:
         bind = host.bind
-        if bind.address is None and bind.port in (http_port, https_port):
+        names.setdefault(host.hostname, []).append(host)
+        if _is_shared(bind, http_port, https_port):
             shared.setdefault(host.hostname, []).append(host)
         else:  # a pool address or a mapped port: a table of its own (lua/bound.lua)
             bound.setdefault((bind.address, bind.port), {}).setdefault(host.hostname, []).append(host)
     for name, hosts in list(shared.items()):
-        if len(hosts) > 1 and len({h.entries for h in hosts}) > 1 or all(h.bind.protocol == "HTTPS" for h in hosts):
-            # Other routes on the HTTP listener than on the HTTPS one (say, a redirect to
-            # https): one table per port, where the name's host is the listener's own. A
-            # name only HTTPS listeners have: the HTTPS port's table (plain HTTP must not reach them).
+        if _per_port(hosts):
             del shared[name]
             for host in hosts:
                 bound.setdefault((None, host.bind.port), {}).setdefault(name, []).append(host)
-    skipped, targets, any_certificates = [], set(), []
+    skipped, targets, any_certificates = [], {}, []
     made: list[tuple[tuple, tuple[Server, set[tuple[str, int]]]]] = []  # this lowering's Servers, for the cache
+    outcome: dict[str, tuple[Server | None, Skipped | None, set[tuple[str, int]], tuple]] = {}  # shared names'
 
     def lowered(by_name: dict[str, list[HostRoutes]], is_shared: bool) -> tuple[list[Server], tuple[Location, ...]]:
         servers, any_host = [], ()
         for name in sorted(by_name, key=lambda n: (hostnames.specificity(n), n)):
             hosts = by_name[name]
-            try:
-                if name == hostnames.ANY:  # the listener without hostname: served for names no host has
+            if name == hostnames.ANY:  # the listener without hostname: served for names no host has
+                try:
                     locations, used = _host_locations(hosts, is_shared)
-                    any_host = tuple(locations)
-                    binds = tuple(h.bind for h in hosts if h.bind.protocol == "HTTPS")
-                    if binds:  # SNI names nobody lists get this listener's certificate
-                        any_certificates.append(_certificate(binds, hostnames.ANY, table.certificates))
-                else:
-                    # What _server reads: the host's routes (binds included), its certificate, the table kind.
-                    key = (name, tuple(hosts), _certificate(tuple(h.bind for h in hosts), name, table.certificates),
-                           is_shared)
-                    hit = cache.get(key) if cache is not None else None
-                    server, used = hit if hit is not None else _server(name, hosts, table, is_shared)
-                    made.append((key, (server, used)))
-                    servers.append(server)
-            except (_Unsupported, v.ValidationError) as exc:
-                skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
-                continue
-            targets.update(used)
+                except _UNSUPPORTED as exc:
+                    skipped.append(Skipped(name, tuple(h.bind for h in hosts), str(exc)))
+                    continue
+                any_host = tuple(locations)
+                binds = tuple(h.bind for h in hosts if h.bind.protocol == "HTTPS")
+                if binds:  # SNI names nobody lists get this listener's certificate
+                    any_certificates.append(_certificate(binds, hostnames.ANY, table.certificates))
+            else:
+                server, problem, used, key = _named(name, hosts, table, is_shared, cache)
+                if is_shared:
+                    outcome[name] = (server, problem, used, key)
+                if problem is not None:
+                    skipped.append(problem)
+                    continue
+                made.append((key, (server, used)))
+                servers.append(server)
+            for target in used:
+                targets[target] = targets.get(target, 0) + 1
         return servers, any_host
 
     servers, any_host = lowered(shared, True)
+    shared_skipped = {s.hostname: s for s in skipped}
     tables, all_servers = [], list(servers)
     for (address, port), by_name in sorted(bound.items(), key=lambda item: (item[0][0] or "", item[0][1])):
         its_servers, its_any = lowered(by_name, False)
@@ -337,13 +415,45 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
         all_servers += its_servers
     make = cache.backend if cache is not None else Backend
     resolve = cache.endpoints if cache is not None else _endpoints
+    backend_keys = sorted(targets)
     backends = tuple(make(backend_name(service, port), resolve(service, services.get(service), slices(service), port))
-                     for service, port in sorted(targets))
+                     for service, port in backend_keys)
     if cache is not None:
         cache.replace(made)
-    any_certificate = next((c for c in any_certificates if c is not None), None)
+    any_candidate = next((c for c in any_certificates if c is not None), None)
+    certs, any_certificate = _certificates_of(all_servers, any_candidate, secrets, now)
+    result = Lowered(tuple(servers), backends, certs, tuple(skipped), tuple(tables), any_host, any_certificate,
+                     gateway_wildcards.of(servers))
+    if cache is not None:
+        ports_of: dict[str, set[int]] = {}
+        for service, port in backend_keys:
+            ports_of.setdefault(service, set()).add(port)
+        cache._kept = _Kept(result, (http_port, https_port), names, outcome, shared_skipped,
+                            tuple(skipped[len(shared_skipped):]), targets, ports_of, backend_keys, any_candidate)
+    return result
+
+
+_UNSUPPORTED = (_Unsupported, v.ValidationError)
+
+
+def _named(name: str, hosts: list[HostRoutes], table: GatewayTable, is_shared: bool, cache: LoweringCache | None):
+    """(Server or None, Skipped or None, Service ports used, cache key) of one host name."""
+    # What _server reads: the host's routes (binds included), its certificate, the table kind.
+    key = (name, tuple(hosts), _certificate(tuple(h.bind for h in hosts), name, table.certificates), is_shared)
+    try:
+        hit = cache.get(key) if cache is not None else None
+        server, used = hit if hit is not None else _server(name, hosts, table, is_shared)
+    except _UNSUPPORTED as exc:
+        return None, Skipped(name, tuple(h.bind for h in hosts), str(exc)), set(), key
+    return server, None, used, key
+
+
+def _certificates_of(servers: Iterable[Server], any_certificate: str | None, secrets: Mapping[str, dict],
+                     now: float) -> tuple[tuple[Certificate, ...], str | None]:
+    """The Certificates the Servers (and the any-host listener) use, each with
+    its host names; and the any-host certificate if it loaded."""
     names_by_cert: dict[str, set[str]] = {any_certificate: set()} if any_certificate is not None else {}
-    for server in all_servers:
+    for server in servers:
         if server.tls_certificate is not None:
             names_by_cert.setdefault(server.tls_certificate, set()).add(server.hostname)
     certs = []
@@ -353,8 +463,126 @@ def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mappi
             certs.append(Certificate(key, loaded.cert_pem, loaded.key_pem, hostnames=tuple(sorted(names))))
     if not any(c.id == any_certificate for c in certs):
         any_certificate = None
-    return Lowered(tuple(servers), backends, tuple(certs), tuple(skipped), tuple(tables), any_host, any_certificate,
-                   gateway_wildcards.of(servers))
+    return tuple(certs), any_certificate
+
+
+def _server_order(server: Server) -> tuple:
+    return hostnames.specificity(server.hostname), server.hostname
+
+
+def _bind_order(host: HostRoutes) -> tuple:
+    bind = host.bind
+    return bind.address or "", bind.port, bind.protocol, bind.listener_port
+
+
+def relower(previous: Lowered, table: GatewayTable, changed: Mapping[tuple[Bind, str], HostRoutes | None],
+            services_changed: Iterable[str], *, http_port: int, https_port: int, services: Mapping[str, dict],
+            slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
+            cache: LoweringCache) -> Lowered | None:
+    """``previous`` (the last lowering made with ``cache``) with the hosts in
+    ``changed`` ((bind, hostname) -> its routes now in ``table``, None: gone)
+    lowered again and the Backends of ``services_changed`` (a Service or its
+    EndpointSlices changed) resolved again; equal to ``lower(table, ...)``.
+
+    None (lower in full) unless every host of a changed name, before and now,
+    is on the shared ports with the same routes on each: a name that is or
+    was in a bound table, or the listener without hostname, changes tables
+    whose order and sharing are decided across names. Secrets are read as
+    they were (a changed Secret is a full lowering)."""
+    kept = cache._kept
+    if kept is None or kept.lowered is not previous or kept.ports != (http_port, https_port):
+        return None
+    new_names: dict[str, list[HostRoutes]] = {}
+    for (bind, hostname), host in changed.items():
+        hosts = [h for h in new_names.get(hostname, kept.names.get(hostname, ())) if h.bind != bind]
+        if host is not None:
+            hosts.append(host)
+            hosts.sort(key=_bind_order)
+        new_names[hostname] = hosts
+    for name, hosts in new_names.items():
+        old = kept.names.get(name, ())
+        if name == hostnames.ANY or (old and name not in kept.shared):
+            return None
+        if not all(_is_shared(h.bind, http_port, https_port) for h in (*old, *hosts)) or _per_port(hosts):
+            return None  # (an old name in per-port tables is not in kept.shared: above)
+    cache._kept = None  # until it is whole again: an exception midway leaves nothing to relower from
+    with gcpause.paused:
+        out = _relower(kept, previous, table, new_names, services_changed, services, slices, secrets, now, cache)
+    cache._kept = kept
+    return out
+
+
+def _relower(kept: _Kept, previous: Lowered, table: GatewayTable, new_names: dict[str, list[HostRoutes]],
+             services_changed: Iterable[str], services: Mapping[str, dict],
+             slices: Callable[[str], tuple[dict, ...]], secrets: Mapping[str, dict], now: float,
+             cache: LoweringCache) -> Lowered:
+    servers = list(previous.servers)
+    counts = kept.targets
+    moved: set[tuple[str, int]] = set()  # Service ports whose use started or ended
+    tls = False
+
+    def count(used: set[tuple[str, int]], step: int) -> None:
+        for target in used:
+            n = counts.get(target, 0) + step
+            if n:
+                counts[target] = n
+            else:
+                del counts[target]
+            if n == 0 or (n == 1 and step == 1):
+                moved.add(target)
+
+    for name, hosts in new_names.items():
+        old = kept.shared.pop(name, None)
+        if old is not None:
+            server, problem, used, old_key = old
+            cache.forget(old_key)
+            if server is not None:
+                at = bisect.bisect_left(servers, _server_order(server), key=_server_order)
+                del servers[at]
+                tls = tls or server.tls_certificate is not None
+            kept.shared_skipped.pop(name, None)
+            count(used, -1)
+        if not hosts:
+            kept.names.pop(name, None)
+            continue
+        kept.names[name] = hosts
+        server, problem, used, key = _named(name, hosts, table, True, cache)
+        kept.shared[name] = (server, problem, used, key)
+        if problem is not None:
+            kept.shared_skipped[name] = problem
+            continue
+        cache.remember(key, (server, used))
+        bisect.insort(servers, server, key=_server_order)
+        tls = tls or server.tls_certificate is not None
+        count(used, 1)
+    backends, keys = list(previous.backends), kept.backend_keys
+    for service, port in moved:
+        at = bisect.bisect_left(keys, (service, port))
+        present = at < len(keys) and keys[at] == (service, port)
+        if present and (service, port) not in counts:
+            del keys[at], backends[at]
+            ports = kept.ports_of[service]
+            ports.discard(port)
+            if not ports:
+                del kept.ports_of[service]
+        elif not present and (service, port) in counts:
+            keys.insert(at, (service, port))
+            backends.insert(at, cache.current_backend(service, port, services, slices, None))
+            kept.ports_of.setdefault(service, set()).add(port)
+    for service in services_changed:
+        for port in kept.ports_of.get(service, ()):
+            at = bisect.bisect_left(keys, (service, port))
+            backends[at] = cache.current_backend(service, port, services, slices, backends[at])
+    certs, any_certificate = previous.certificates, previous.any_certificate
+    if tls:  # a host that has or had a certificate: the certificates' host lists change
+        all_servers = [*servers, *(s for t in previous.bound for s in t.servers)]
+        certs, any_certificate = _certificates_of(all_servers, kept.any_candidate, secrets, now)
+    skipped = (*sorted(kept.shared_skipped.values(), key=lambda s: (hostnames.specificity(s.hostname), s.hostname)),
+               *kept.bound_skipped)
+    result = Lowered(tuple(servers), tuple(backends), certs, skipped, previous.bound, previous.any_host,
+                     any_certificate, gateway_wildcards.of(servers))
+    kept.lowered = result
+    return result
 
 
 def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server, ...]:
@@ -362,14 +590,16 @@ def merge(ingress: Iterable[Server], gateway: Iterable[Server]) -> tuple[Server,
     (see the module docstring for who wins on a host both have)."""
     merged = {s.hostname: s for s in ingress}
     for server in gateway:
-        current = merged.get(server.hostname)
-        if current is None:
-            merged[server.hostname] = server
-            continue
-        merged[server.hostname] = replace(
-            current, locations=merge_locations(current.locations, server.locations), tls=current.tls or server.tls,
-            tls_certificate=current.tls_certificate or server.tls_certificate)
+        merged[server.hostname] = merge_server(merged.get(server.hostname), server)
     return tuple(merged[name] for name in sorted(merged))
+
+
+def merge_server(ingress: Server | None, gateway: Server) -> Server:
+    """One host's Server: the Ingress's (None: there is none) joined with the Gateway's (see ``merge``)."""
+    if ingress is None:
+        return gateway
+    return replace(ingress, locations=merge_locations(ingress.locations, gateway.locations),
+                   tls=ingress.tls or gateway.tls, tls_certificate=ingress.tls_certificate or gateway.tls_certificate)
 
 
 def merge_locations(ingress: tuple[Location, ...], gateway: tuple[Location, ...]) -> tuple[Location, ...]:
