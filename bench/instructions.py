@@ -119,6 +119,7 @@ def measure(
         (dump,) = set(out_dir.iterdir()) - before
         keep = os.environ.get("BENCH_CALLGRIND_DIR")
         if keep:  # for callgrind_annotate: where the instructions go, per function
+            Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(dump, Path(keep) / f"{target.name.replace(' ', '_')}.callgrind")
         return _total(dump) / requests
     finally:
