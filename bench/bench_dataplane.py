@@ -386,7 +386,11 @@ class Memory:
     really holds. From Lua (GET /memory, lua/memory.lua): each process's Lua
     heap (``lua``: master first, then the workers by id; garbage not yet
     collected included) and the bytes used in each shared dict (``dicts``:
-    capacity minus whole free pages).
+    capacity minus whole free pages). ``maps``: per process (master, then the
+    workers by pid order) its RSS by kind of mapping (_MAPPING_KINDS, from
+    /proc/<pid>/smaps); ``traces``/``flushes``: JIT traces each worker
+    compiled and whole-cache flushes (lua/memory.lua), so a rise of
+    ``mcode`` or of the trace count tells re-recorded code apart from data.
     """
 
     rss: float
@@ -397,13 +401,50 @@ class Memory:
     pss_shmem: float
     lua: tuple[float, ...]
     dicts: dict[str, float]
+    maps: tuple[dict[str, float], ...] = ()
+    traces: tuple[tuple[int, int], ...] = ()
 
     def row(self) -> str:
         heaps = " ".join(f"{mb:.1f}" for mb in self.lua)
         used = " ".join(f"{name.removeprefix('platform_')} {mb:.1f}" for name, mb in self.dicts.items() if mb >= 0.05)
+        maps = " | ".join(" ".join(f"{kind} {proc.get(kind, 0):.2f}" for kind in _MAPPING_KINDS if kind != "file")
+                          for proc in self.maps)
+        jit = " ".join(f"{n}/{f}" for n, f in self.traces)
         return (f"RSS {self.rss:.1f} (anon {self.rss_anon:.1f}, shmem {self.rss_shmem:.1f})  "
                 f"PSS {self.pss:.1f} (anon {self.pss_anon:.1f}, shmem {self.pss_shmem:.1f})  "
-                f"Lua heaps [master workers] {heaps}  dict used {used} MB")
+                f"Lua heaps [master workers] {heaps}  dict used {used} MB\n"
+                f"      RSS by mapping [master | workers] {maps} MB  traces/flushes [workers] {jit}")
+
+
+# Kinds of mapping in /proc/<pid>/smaps: glibc malloc's main arena (nginx's
+# pools, cjson's buffers), anonymous private memory (LuaJIT's allocator maps
+# its arenas itself; glibc's big chunks and thread arenas), executable
+# anonymous memory (LuaJIT's machine code areas), shared zones (nginx maps
+# its shared dicts as /dev/zero), everything else (files, stack).
+_MAPPING_KINDS = ("heap", "anon", "mcode", "shm", "file")
+
+
+def _mapping_kind(name: str, perms: str) -> str:
+    if name == "[heap]":
+        return "heap"
+    if name.startswith("/dev/zero") or name.startswith("/SYSV"):
+        return "shm"
+    if name == "":
+        return "mcode" if "x" in perms else "anon"
+    return "file"
+
+
+def mappings_mb(pid: int) -> dict[str, float]:
+    """A process's RSS by kind of mapping (MB)."""
+    found = dict.fromkeys(_MAPPING_KINDS, 0.0)
+    kind = "file"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            kind = _mapping_kind(head[5].strip() if len(head) > 5 else "", head[1])
+        elif head[0] == "Rss:":
+            found[kind] += int(head[1]) / 1024
+    return found
 
 
 def _kb_fields(path: Path, names: dict[str, str]) -> dict[str, int]:
@@ -428,6 +469,8 @@ def nginx_memory(harness: DataPlaneHarness) -> Memory:
         report = client.get("http://nginx/memory").raise_for_status().json()
     heaps = [report["master"], *sorted(report["workers"], key=lambda w: w["id"])]
     return Memory(**{name: value / 1024 for name, value in kb.items()},
+                  maps=tuple(mappings_mb(pid) for pid in pids),
+                  traces=tuple((w.get("traces", 0), w.get("flushes", 0)) for w in heaps[1:]),
                   lua=tuple(h["lua_kb"] / 1024 for h in heaps if h),
                   dicts={name: (d["capacity"] - d["free"]) / 2**20 for name, d in sorted(report["dicts"].items())})
 
