@@ -389,7 +389,9 @@ class Memory:
     capacity minus whole free pages). ``maps``: per process (master, then the
     workers by pid order) its RSS by kind of mapping (_MAPPING_KINDS, from
     /proc/<pid>/smaps); ``traces``/``flushes``: JIT traces each worker
-    compiled and whole-cache flushes (lua/memory.lua), so a rise of
+    compiled and whole-cache flushes, ``peaks`` the largest Lua heap each
+    worker's ticks saw (lua/memory.lua: LuaJIT's allocator keeps the pages
+    of that peak, so a worker's ``anon`` follows it, not ``lua``), so a rise of
     ``mcode`` or of the trace count tells re-recorded code apart from data.
     """
 
@@ -403,6 +405,7 @@ class Memory:
     dicts: dict[str, float]
     maps: tuple[dict[str, float], ...] = ()
     traces: tuple[tuple[int, int], ...] = ()
+    peaks: tuple[float, ...] = ()
 
     def row(self) -> str:
         heaps = " ".join(f"{mb:.1f}" for mb in self.lua)
@@ -410,10 +413,11 @@ class Memory:
         maps = " | ".join(" ".join(f"{kind} {proc.get(kind, 0):.2f}" for kind in _MAPPING_KINDS if kind != "file")
                           for proc in self.maps)
         jit = " ".join(f"{n}/{f}" for n, f in self.traces)
+        peaks = " ".join(f"{mb:.1f}" for mb in self.peaks)
         return (f"RSS {self.rss:.1f} (anon {self.rss_anon:.1f}, shmem {self.rss_shmem:.1f})  "
                 f"PSS {self.pss:.1f} (anon {self.pss_anon:.1f}, shmem {self.pss_shmem:.1f})  "
                 f"Lua heaps [master workers] {heaps}  dict used {used} MB\n"
-                f"      RSS by mapping [master | workers] {maps} MB  traces/flushes [workers] {jit}")
+                f"      RSS by mapping [master | workers] {maps} MB  Lua heap peaks {peaks}  traces/flushes [workers] {jit}")
 
 
 # Kinds of mapping in /proc/<pid>/smaps: glibc malloc's main arena (nginx's
@@ -471,8 +475,18 @@ def nginx_memory(harness: DataPlaneHarness) -> Memory:
     return Memory(**{name: value / 1024 for name, value in kb.items()},
                   maps=tuple(mappings_mb(pid) for pid in pids),
                   traces=tuple((w.get("traces", 0), w.get("flushes", 0)) for w in heaps[1:]),
+                  peaks=tuple((w.get("peak_kb") or 0) / 1024 for w in heaps[1:]),
                   lua=tuple(h["lua_kb"] / 1024 for h in heaps if h),
                   dicts={name: (d["capacity"] - d["free"]) / 2**20 for name, d in sorted(report["dicts"].items())})
+
+
+def mb(values) -> str:
+    return " ".join(f"{v:.1f}" for v in values)
+
+
+def anon(memory: Memory) -> str:
+    """Each worker's anonymous RSS with its machine code (MB)."""
+    return mb(p["anon"] + p["mcode"] for p in memory.maps[1:])
 
 
 def _growth(start: Memory, end: Memory) -> str:
@@ -533,11 +547,13 @@ def bench_route_changes(harness: DataPlaneHarness, changes: int, size: int) -> N
         if warm is not None:
             print(f"  after the warm-up ({WARM_UP} changes) -> after {changes}: {_growth(warm, after)}")
             print(f"  the step over the first {WARM_UP} changes is a one-time floor, not growth: each worker's Lua"
-                  f" heap reaches its working size (heaps {' '.join(f'{mb:.1f}' for mb in before.lua)} ->"
-                  f" {' '.join(f'{mb:.1f}' for mb in warm.lua)} MB: code paths the changes run JIT-compiled, the"
-                  " garbage of a change in flight; LuaJIT's allocator keeps the pages of that peak) and"
-                  f" each section's second version touches its dict pages once (RssShmem {before.rss_shmem:.1f}"
-                  f" -> {warm.rss_shmem:.1f} MB)")
+                  f" heap peak (live table + one change's garbage in flight; LuaJIT's allocator keeps the pages"
+                  f" of its peak) {mb(before.peaks)} -> {mb(warm.peaks)} -> {mb(after.peaks)} MB, its anonymous"
+                  f" RSS with machine code {anon(before)} -> {anon(warm)} -> {anon(after)} MB, JIT traces"
+                  f" {mb(n for n, _ in before.traces)} -> {mb(n for n, _ in warm.traces)} ->"
+                  f" {mb(n for n, _ in after.traces)} (flushes {sum(f for _, f in after.traces)}); each section's"
+                  f" second version touches its dict pages once (RssShmem {before.rss_shmem:.1f} ->"
+                  f" {warm.rss_shmem:.1f} -> {after.rss_shmem:.1f} MB)")
     finally:
         backend.stop()
 

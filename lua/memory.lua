@@ -6,13 +6,15 @@
 --
 -- HTTP (content phase of `location = /memory` on the internal server):
 --   GET /memory  {"master": {"pid", "lua_kb"},
---                 "workers": [{"id", "pid", "lua_kb", "traces", "flushes"}, ...],   (by id)
+--                 "workers": [{"id", "pid", "lua_kb", "peak_kb", "traces", "flushes"}, ...],
 --                 "dicts": {"<name>": {"capacity", "free"}, ...}}
 --   lua_kb: collectgarbage("count") as the process last recorded it: the
 --   master at the end of init_by_lua, each worker on a warm-up tick
 --   (platform.WARM_INTERVAL) when its heap moved by more than RECORD_KB since
 --   it last wrote it, so within that of the heap 0.2 s ago. It includes
---   garbage not yet collected. traces/flushes: how many JIT traces this
+--   garbage not yet collected. peak_kb: the largest lua_kb a worker's ticks
+--   saw (LuaJIT's allocator keeps the pages of its peak: the workers'
+--   anonymous RSS follows this, not lua_kb). traces/flushes: how many JIT traces this
 --   worker has compiled and how many times LuaJIT flushed them all (mcode
 --   area full, trace limit), counted from jit.attach: a count that keeps
 --   rising with route changes means code re-recorded per change (new
@@ -46,6 +48,7 @@ M.RECORD_KB = 64
 
 local worker_kb_key -- this worker's key, built once
 local recorded_kb = nil -- what this worker last wrote
+local peak_kb = 0 -- the largest heap a tick saw
 
 -- JIT events of this process (jit.attach; absent where the VM has no JIT).
 local traces, flushes = 0, 0
@@ -94,6 +97,10 @@ function M.record()
   else
     store():safe_set(worker_kb_key, kb)
   end
+  if kb > peak_kb then
+    peak_kb = kb
+    store():safe_set("memory:" .. id .. ":peak_kb", kb)
+  end
   if traces + flushes ~= recorded_traces then
     store():safe_set("memory:" .. id .. ":traces", traces)
     store():safe_set("memory:" .. id .. ":flushes", flushes)
@@ -119,6 +126,7 @@ function M.report()
     local e = entry(id)
     if e ~= nil then
       e.id = id
+      e.peak_kb = store():get("memory:" .. id .. ":peak_kb")
       e.traces = store():get("memory:" .. id .. ":traces") or 0
       e.flushes = store():get("memory:" .. id .. ":flushes") or 0
       workers[#workers + 1] = e

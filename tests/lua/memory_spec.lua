@@ -68,15 +68,20 @@ describe("memory", function()
       local ok, err = pcall(function()
         local config = shared.platform_configuration
         memory.record()
-        assert.equals(4, #config.writes) -- heap, pid, traces and flushes
+        assert.equals(5, #config.writes) -- heap, pid, peak, traces and flushes
         kb = 1000 + memory.RECORD_KB
         memory.record()
-        assert.equals(4, #config.writes) -- within the step: nothing written
+        assert.equals(5, #config.writes) -- within the step: nothing written
         kb = 1001 + memory.RECORD_KB
         memory.record()
-        assert.equals(5, #config.writes) -- the heap alone
-        assert.same({ "memory:0:kb", "number" }, config.writes[5])
+        assert.equals(7, #config.writes) -- the heap and its new peak
+        assert.same({ "memory:0:kb", "number" }, config.writes[6])
+        assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:peak_kb"])
         assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:kb"])
+        kb = 900
+        memory.record()
+        assert.equals(8, #config.writes) -- the heap; the peak stays
+        assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:peak_kb"])
       end)
       _G.collectgarbage = saved
       if not ok then error(err, 0) end
@@ -128,9 +133,7 @@ describe("memory", function()
         on_trace("abort") -- neither a trace nor a flush
         on_trace("stop")
         on_trace("flush")
-        local writes = #config.writes
-        memory.record() -- the heap did not move, the counts did: written
-        assert.equals(writes + 3, #config.writes)
+        memory.record() -- the counts moved: written whether or not the heap did
         assert.same({ 2, 1 }, { config.data["memory:1:traces"], config.data["memory:1:flushes"] })
         local worker = memory.report().workers[1]
         assert.same({ 1, 2, 1 }, { worker.id, worker.traces, worker.flushes })
