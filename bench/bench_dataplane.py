@@ -386,7 +386,13 @@ class Memory:
     really holds. From Lua (GET /memory, lua/memory.lua): each process's Lua
     heap (``lua``: master first, then the workers by id; garbage not yet
     collected included) and the bytes used in each shared dict (``dicts``:
-    capacity minus whole free pages).
+    capacity minus whole free pages). ``maps``: per process (master, then the
+    workers by pid order) its RSS by kind of mapping (_MAPPING_KINDS, from
+    /proc/<pid>/smaps); ``traces``/``flushes``: JIT traces each worker
+    compiled and whole-cache flushes, ``peaks`` the largest Lua heap each
+    worker's ticks saw (lua/memory.lua: LuaJIT's allocator keeps the pages
+    of that peak, so a worker's ``anon`` follows it, not ``lua``), so a rise of
+    ``mcode`` or of the trace count tells re-recorded code apart from data.
     """
 
     rss: float
@@ -397,13 +403,52 @@ class Memory:
     pss_shmem: float
     lua: tuple[float, ...]
     dicts: dict[str, float]
+    maps: tuple[dict[str, float], ...] = ()
+    traces: tuple[tuple[int, int], ...] = ()
+    peaks: tuple[float, ...] = ()
 
     def row(self) -> str:
         heaps = " ".join(f"{mb:.1f}" for mb in self.lua)
         used = " ".join(f"{name.removeprefix('platform_')} {mb:.1f}" for name, mb in self.dicts.items() if mb >= 0.05)
+        maps = " | ".join(" ".join(f"{kind} {proc.get(kind, 0):.2f}" for kind in _MAPPING_KINDS if kind != "file")
+                          for proc in self.maps)
+        jit = " ".join(f"{n}/{f}" for n, f in self.traces)
+        peaks = " ".join(f"{mb:.1f}" for mb in self.peaks)
         return (f"RSS {self.rss:.1f} (anon {self.rss_anon:.1f}, shmem {self.rss_shmem:.1f})  "
                 f"PSS {self.pss:.1f} (anon {self.pss_anon:.1f}, shmem {self.pss_shmem:.1f})  "
-                f"Lua heaps [master workers] {heaps}  dict used {used} MB")
+                f"Lua heaps [master workers] {heaps}  dict used {used} MB\n"
+                f"      RSS by mapping [master | workers] {maps} MB  Lua heap peaks {peaks}  traces/flushes [workers] {jit}")
+
+
+# Kinds of mapping in /proc/<pid>/smaps: glibc malloc's main arena (nginx's
+# pools, cjson's buffers), anonymous private memory (LuaJIT's allocator maps
+# its arenas itself; glibc's big chunks and thread arenas), executable
+# anonymous memory (LuaJIT's machine code areas), shared zones (nginx maps
+# its shared dicts as /dev/zero), everything else (files, stack).
+_MAPPING_KINDS = ("heap", "anon", "mcode", "shm", "file")
+
+
+def _mapping_kind(name: str, perms: str) -> str:
+    if name == "[heap]":
+        return "heap"
+    if name.startswith("/dev/zero") or name.startswith("/SYSV"):
+        return "shm"
+    if name == "":
+        return "mcode" if "x" in perms else "anon"
+    return "file"
+
+
+def mappings_mb(pid: int) -> dict[str, float]:
+    """A process's RSS by kind of mapping (MB)."""
+    found = dict.fromkeys(_MAPPING_KINDS, 0.0)
+    kind = "file"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            kind = _mapping_kind(head[5].strip() if len(head) > 5 else "", head[1])
+        elif head[0] == "Rss:":
+            found[kind] += int(head[1]) / 1024
+    return found
 
 
 def _kb_fields(path: Path, names: dict[str, str]) -> dict[str, int]:
@@ -428,8 +473,20 @@ def nginx_memory(harness: DataPlaneHarness) -> Memory:
         report = client.get("http://nginx/memory").raise_for_status().json()
     heaps = [report["master"], *sorted(report["workers"], key=lambda w: w["id"])]
     return Memory(**{name: value / 1024 for name, value in kb.items()},
+                  maps=tuple(mappings_mb(pid) for pid in pids),
+                  traces=tuple((w.get("traces", 0), w.get("flushes", 0)) for w in heaps[1:]),
+                  peaks=tuple((w.get("peak_kb") or 0) / 1024 for w in heaps[1:]),
                   lua=tuple(h["lua_kb"] / 1024 for h in heaps if h),
                   dicts={name: (d["capacity"] - d["free"]) / 2**20 for name, d in sorted(report["dicts"].items())})
+
+
+def mb(values) -> str:
+    return " ".join(f"{v:.1f}" for v in values)
+
+
+def anon(memory: Memory) -> str:
+    """Each worker's anonymous RSS with its machine code (MB)."""
+    return mb(p["anon"] + p["mcode"] for p in memory.maps[1:])
 
 
 def _growth(start: Memory, end: Memory) -> str:
@@ -490,11 +547,13 @@ def bench_route_changes(harness: DataPlaneHarness, changes: int, size: int) -> N
         if warm is not None:
             print(f"  after the warm-up ({WARM_UP} changes) -> after {changes}: {_growth(warm, after)}")
             print(f"  the step over the first {WARM_UP} changes is a one-time floor, not growth: each worker's Lua"
-                  f" heap reaches its working size (heaps {' '.join(f'{mb:.1f}' for mb in before.lua)} ->"
-                  f" {' '.join(f'{mb:.1f}' for mb in warm.lua)} MB: code paths the changes run JIT-compiled, the"
-                  " garbage of a change in flight; LuaJIT's allocator keeps the pages of that peak) and"
-                  f" each section's second version touches its dict pages once (RssShmem {before.rss_shmem:.1f}"
-                  f" -> {warm.rss_shmem:.1f} MB)")
+                  f" heap peak (live table + one change's garbage in flight; LuaJIT's allocator keeps the pages"
+                  f" of its peak) {mb(before.peaks)} -> {mb(warm.peaks)} -> {mb(after.peaks)} MB, its anonymous"
+                  f" RSS with machine code {anon(before)} -> {anon(warm)} -> {anon(after)} MB, JIT traces"
+                  f" {mb(n for n, _ in before.traces)} -> {mb(n for n, _ in warm.traces)} ->"
+                  f" {mb(n for n, _ in after.traces)} (flushes {sum(f for _, f in after.traces)}); each section's"
+                  f" second version touches its dict pages once (RssShmem {before.rss_shmem:.1f} ->"
+                  f" {warm.rss_shmem:.1f} -> {after.rss_shmem:.1f} MB)")
     finally:
         backend.stop()
 

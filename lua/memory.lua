@@ -6,13 +6,20 @@
 --
 -- HTTP (content phase of `location = /memory` on the internal server):
 --   GET /memory  {"master": {"pid", "lua_kb"},
---                 "workers": [{"id", "pid", "lua_kb"}, ...],   (by id)
+--                 "workers": [{"id", "pid", "lua_kb", "peak_kb", "traces", "flushes"}, ...],
 --                 "dicts": {"<name>": {"capacity", "free"}, ...}}
 --   lua_kb: collectgarbage("count") as the process last recorded it: the
 --   master at the end of init_by_lua, each worker on a warm-up tick
 --   (platform.WARM_INTERVAL) when its heap moved by more than RECORD_KB since
 --   it last wrote it, so within that of the heap 0.2 s ago. It includes
---   garbage not yet collected. capacity/free: bytes (ngx.shared.DICT:capacity and
+--   garbage not yet collected. peak_kb: the largest lua_kb a worker's ticks
+--   saw (LuaJIT's allocator keeps the pages of its peak: the workers'
+--   anonymous RSS follows this, not lua_kb). traces/flushes: how many JIT traces this
+--   worker has compiled and how many times LuaJIT flushed them all (mcode
+--   area full, trace limit), counted from jit.attach: a count that keeps
+--   rising with route changes means code re-recorded per change (new
+--   machine code), a flush means every trace is recorded anew.
+--   capacity/free: bytes (ngx.shared.DICT:capacity and
 --   free_space: whole free pages; a page holding any key counts as used).
 --
 -- Recorded into the dict `platform_configuration` as numbers under keys of
@@ -41,6 +48,27 @@ M.RECORD_KB = 64
 
 local worker_kb_key -- this worker's key, built once
 local recorded_kb = nil -- what this worker last wrote
+local peak_kb = 0 -- the largest heap a tick saw
+
+-- JIT events of this process (jit.attach; absent where the VM has no JIT).
+local traces, flushes = 0, 0
+local recorded_traces = nil
+
+local function on_trace(what)
+  if what == "stop" then
+    traces = traces + 1
+  elseif what == "flush" then
+    flushes = flushes + 1
+  end
+end
+
+--- Each worker, once: count the traces it compiles (on_trace). The callback
+-- runs only while LuaJIT records a trace, never on a request's compiled path.
+function M.count_traces()
+  if jit ~= nil and jit.attach ~= nil then
+    jit.attach(on_trace, "trace")
+  end
+end
 
 local function record(kb_key, pid_key, kb)
   local dict = store()
@@ -57,15 +85,26 @@ end
 --- Each worker, from the warm-up timer.
 function M.record()
   local kb = collectgarbage("count")
-  if recorded_kb ~= nil and math.abs(kb - recorded_kb) <= M.RECORD_KB then
+  if recorded_kb ~= nil and math.abs(kb - recorded_kb) <= M.RECORD_KB
+      and traces + flushes == recorded_traces then
     return
   end
+  local id = ngx.worker.id() or 0
   if worker_kb_key == nil then
     local pid_key
-    worker_kb_key, pid_key = keys(ngx.worker.id() or 0)
+    worker_kb_key, pid_key = keys(id)
     record(worker_kb_key, pid_key, kb) -- the pid once
   else
     store():safe_set(worker_kb_key, kb)
+  end
+  if kb > peak_kb then
+    peak_kb = kb
+    store():safe_set("memory:" .. id .. ":peak_kb", kb)
+  end
+  if traces + flushes ~= recorded_traces then
+    store():safe_set("memory:" .. id .. ":traces", traces)
+    store():safe_set("memory:" .. id .. ":flushes", flushes)
+    recorded_traces = traces + flushes
   end
   recorded_kb = kb
 end
@@ -87,6 +126,9 @@ function M.report()
     local e = entry(id)
     if e ~= nil then
       e.id = id
+      e.peak_kb = store():get("memory:" .. id .. ":peak_kb")
+      e.traces = store():get("memory:" .. id .. ":traces") or 0
+      e.flushes = store():get("memory:" .. id .. ":flushes") or 0
       workers[#workers + 1] = e
     end
   end

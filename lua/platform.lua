@@ -44,6 +44,7 @@ M.WARM_INTERVAL = 0.2
 
 function M.init_worker()
   math.randomseed(ngx.now() * 1000 + ngx.worker.pid() * 7919 + (ngx.worker.id() or 0))
+  require("memory").count_traces()
   local ok, err = ngx.timer.at(0, M.warm)
   if ok then
     ok, err = ngx.timer.every(M.WARM_INTERVAL, M.warm)

@@ -14,6 +14,16 @@
 -- silently defaulted field is a misrouted request.
 local M = {}
 
+-- Interpreted, never JIT-compiled: validation runs once per pushed section
+-- (not per request), through a generic reader with a branch per field kind,
+-- and compiling it cost each worker ~300 traces that kept coming over the
+-- first ~1,000 route changes (about half of all traces a worker records; each
+-- a GC object with its IR and snapshots plus machine code): workers' RSS
+-- grew with them (docs/architecture.md, nginx memory across route changes).
+if jit ~= nil then
+  jit.off(true, true)
+end
+
 M.ALGORITHMS = { round_robin = true, ewma = true, chash = true }
 M.AFFINITY_MODES = { balanced = true, persistent = true }
 M.SAMESITE = { Strict = true, Lax = true, None = true }

@@ -37,6 +37,9 @@ def test_memory_report_names_every_process_and_dict(dataplane, backends):
     assert report["master"]["lua_kb"] > 0
     assert sorted(w["id"] for w in report["workers"]) == [0, 1]
     assert all(w["lua_kb"] > 0 for w in report["workers"])
+    # the largest heap a worker recorded, and its JIT traces and flushes (jit.attach) as counts
+    assert all(w["peak_kb"] >= w["lua_kb"] for w in report["workers"])
+    assert all(isinstance(w["traces"], int) and w["traces"] >= 0 and w["flushes"] == 0 for w in report["workers"])
     config_dict = report["dicts"]["platform_configuration"]
     assert config_dict["capacity"] == 64 * 2**20
     assert 0 < config_dict["free"] < config_dict["capacity"]

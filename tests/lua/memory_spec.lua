@@ -68,15 +68,20 @@ describe("memory", function()
       local ok, err = pcall(function()
         local config = shared.platform_configuration
         memory.record()
-        assert.equals(2, #config.writes) -- heap and pid
+        assert.equals(5, #config.writes) -- heap, pid, peak, traces and flushes
         kb = 1000 + memory.RECORD_KB
         memory.record()
-        assert.equals(2, #config.writes) -- within the step: nothing written
+        assert.equals(5, #config.writes) -- within the step: nothing written
         kb = 1001 + memory.RECORD_KB
         memory.record()
-        assert.equals(3, #config.writes) -- the heap alone
-        assert.same({ "memory:0:kb", "number" }, config.writes[3])
+        assert.equals(7, #config.writes) -- the heap and its new peak
+        assert.same({ "memory:0:kb", "number" }, config.writes[6])
+        assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:peak_kb"])
         assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:kb"])
+        kb = 900
+        memory.record()
+        assert.equals(8, #config.writes) -- the heap; the peak stays
+        assert.equals(1001 + memory.RECORD_KB, config.data["memory:0:peak_kb"])
       end)
       _G.collectgarbage = saved
       if not ok then error(err, 0) end
@@ -107,6 +112,34 @@ describe("memory", function()
       local body = require("cjson.safe").decode(printed[1])
       assert.truthy(printed[1]:find('"workers":[]', 1, true))
       assert.equals(require("cjson.safe").null, body.master)
+    end)
+  end)
+
+  it("counts the JIT traces a worker compiles and the flushes, written when they change and reported", function()
+    with_memory({ id = 1, pid = 7 }, function(memory, shared)
+      local saved, attached = _G.jit, {}
+      _G.jit = { attach = function(fn, what) attached[#attached + 1] = { fn, what } end }
+      local ok, err = pcall(function()
+        memory.count_traces()
+        assert.equals(1, #attached)
+        assert.equals("trace", attached[1][2])
+        local on_trace = attached[1][1]
+        memory.record()
+        local config = shared.platform_configuration
+        assert.same({ 0, 0 }, { config.data["memory:1:traces"], config.data["memory:1:flushes"] })
+        on_trace("start")
+        on_trace("stop")
+        on_trace("start")
+        on_trace("abort") -- neither a trace nor a flush
+        on_trace("stop")
+        on_trace("flush")
+        memory.record() -- the counts moved: written whether or not the heap did
+        assert.same({ 2, 1 }, { config.data["memory:1:traces"], config.data["memory:1:flushes"] })
+        local worker = memory.report().workers[1]
+        assert.same({ 1, 2, 1 }, { worker.id, worker.traces, worker.flushes })
+      end)
+      _G.jit = saved
+      if not ok then error(err, 0) end
     end)
   end)
 end)

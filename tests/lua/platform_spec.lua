@@ -16,7 +16,8 @@ local function with_platform(stubs, fn)
     ERR = 1, WARN = 2,
   }
   stubs["util.changes"] = stubs["util.changes"] or { current = function() return 0 end }
-  stubs.memory = stubs.memory or { record = function() end, record_master = function() end }
+  stubs.memory = stubs.memory or { record = function() end, record_master = function() end,
+                                   count_traces = function() end }
   h.with_module("platform", fake_ngx, stubs, fn, timers, logs)
 end
 
@@ -79,10 +80,13 @@ describe("platform.init_worker", function()
     local stubs = {
       balancer = { warm = function() warmed[#warmed + 1] = "balancer" end },
       router = { warm = function() warmed[#warmed + 1] = "router" end },
-      memory = { record = function() warmed[#warmed + 1] = "memory" end },
+      memory = { record = function() warmed[#warmed + 1] = "memory" end,
+                 count_traces = function() warmed[#warmed + 1] = "traces" end },
     }
     with_platform(stubs, function(platform, timers)
       platform.init_worker()
+      assert.same({ "traces" }, warmed) -- counting JIT traces starts with the worker
+      table.remove(warmed)
       assert.same({ { "at", 0 }, { "every", platform.WARM_INTERVAL } },
                   { { timers[1][1], timers[1][2] }, { timers[2][1], timers[2][2] } })
       assert.same({}, warmed) -- not in init_worker itself
