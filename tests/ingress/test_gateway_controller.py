@@ -44,8 +44,12 @@ class Loop:
                                           translation=lambda: self.gateway.translation,
                                           get=self.gateway.get, keys=self.gateway.keys)
         self.writes_lock = threading.Lock()
-        self.gateway.on_translated = lambda _t: self.sync_status()
+        self.gateway.on_translated = self.translated
         self.stop = threading.Event()
+
+    def translated(self, _translation, routes):
+        self.writer.changed(routes)
+        self.sync_status()
 
     def sync_status(self):
         with self.writes_lock:
