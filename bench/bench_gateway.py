@@ -482,6 +482,7 @@ def _trace(path: Path) -> None:
         setattr(cls, method, wrapper)
 
     timed(GatewayController, "sync", "gateway-sync")
+    timed(GatewayController, "_full", "gateway-full")  # a sync that built in full (else incremental)
     timed(Controller, "sync", "ingress-sync")
     timed(GatewayStatusWriter, "sync", "status-writer")
     collecting: dict[str, float] = {}
