@@ -490,6 +490,10 @@ def _trace(path: Path) -> None:
 
     timed(GatewayController, "sync", "gateway-sync")
     timed(GatewayController, "_full", "gateway-full")  # a sync that built in full (else incremental)
+    from platformd.ingress import gateway_incremental
+    timed(gateway_incremental, "lower", "gateway-lower-full")  # an incremental sync that lowered in full
+    timed(gateway_incremental, "update", "gateway-update")
+    timed(gateway_incremental, "relower", "gateway-relower")
     timed(Controller, "sync", "ingress-sync")
     timed(GatewayStatusWriter, "sync", "status-writer")
     collecting: dict[str, float] = {}
