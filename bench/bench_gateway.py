@@ -40,6 +40,8 @@ and its CPU time per change (all its threads; unlike the latencies, not
 inflated by other load on the machine). ``BENCH_TRACE=file`` keeps the child's
 trace (each Gateway sync, Ingress sync, status pass and garbage collection,
 with wall-clock times), ``BENCH_PROFILE=dir`` a cProfile of each Ingress sync.
+``--during-first-status``: the changes start as soon as the first route is
+served, while the first status pass writes all N statuses (~10 s at 10,000).
 """
 
 from __future__ import annotations
@@ -119,9 +121,11 @@ def main() -> int:
     p.add_argument("--changes", type=int, default=50, help="route changes to time through nginx (0: skip)")
     p.add_argument("--live", action="store_true",
                    help="only the live run: the real controller against the fake API server")
+    p.add_argument("--during-first-status", action="store_true",
+                   help="live: start the changes at once, while the first status pass writes every route")
     args = p.parse_args()
     if args.live:
-        live(args.routes, args.changes)
+        live(args.routes, args.changes, settle=not args.during_first_status)
         return 0
     snapshot = objects(args.routes)
     rss_objects = _status_kb("VmRSS") / 1024
@@ -340,7 +344,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def live(n: int, changes: int) -> None:
+def live(n: int, changes: int, settle: bool = True) -> None:
     """Route change -> first request through the real ``platformd ingress``
     (a child process, its own nginx) listing and watching the project's fake
     API server (in this process, seeded as bench_ingress.py's ``--source api``
@@ -393,9 +397,12 @@ def live(n: int, changes: int) -> None:
         print(f"live: start to first route served {ready:.1f} s (the Ingress sync reports "
               f"{status.get('last_sync_duration_seconds') or 0:.2f} s); "
               f"controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
-        settled = _settle(child.pid)  # past the first status writes (10,000 PATCHes take seconds)
-        print(f"live: the controller settled {settled:.1f} s after that (status written); "
-              f"RSS {_memory(child.pid)[0]:.0f} MB")
+        if settle:
+            settled = _settle(child.pid)  # past the first status writes (10,000 PATCHes take seconds)
+            print(f"live: the controller settled {settled:.1f} s after that (status written); "
+                  f"RSS {_memory(child.pid)[0]:.0f} MB")
+        else:
+            print("live: changes start at once, while the first status pass writes every route")
         reloads = status["reload_count"]
         cpu = _cpu_seconds(child.pid)
         by_kind: dict[str, list[float]] = {}
@@ -482,6 +489,11 @@ def _trace(path: Path) -> None:
         setattr(cls, method, wrapper)
 
     timed(GatewayController, "sync", "gateway-sync")
+    timed(GatewayController, "_full", "gateway-full")  # a sync that built in full (else incremental)
+    from platformd.ingress import gateway_incremental
+    timed(gateway_incremental, "lower", "gateway-lower-full")  # an incremental sync that lowered in full
+    timed(gateway_incremental, "update", "gateway-update")
+    timed(gateway_incremental, "relower", "gateway-relower")
     timed(Controller, "sync", "ingress-sync")
     timed(GatewayStatusWriter, "sync", "status-writer")
     collecting: dict[str, float] = {}

@@ -25,7 +25,9 @@ controller for a sync. Status follows what is served: a Gateway is
 was applied (``applied``) and none of its hosts was left out; until then
 (or without a data plane: ``serving`` None) ``Programmed=False Pending``
 with the reason. Each change of that publishes a new translation with one
-assignment and wakes the status writer (``on_translated``).
+assignment and wakes the status writer (``on_translated(translation,
+routes)``, ``routes``: the (kind, key) of the routes whose status may differ
+from the last published translation's, None: any route's).
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ class GatewayController:
     def __init__(self, factory: InformerFactory, options: GatewayOptions, *, services: Informer,
                  secrets: Informer, publish_addresses: Callable[[], tuple[str, ...]] = tuple,
                  serving: Serving | None = None,
-                 on_translated: Callable[[GatewayTranslation], None] | None = None,
+                 on_translated: Callable[[GatewayTranslation, frozenset[tuple[str, str]] | None], None]
+                 | None = None,
                  min_sync_interval: float = 0.01, resync_interval: float = 300.0, retry_interval: float = 5.0,
                  clock: Clock = REAL_CLOCK, wall_clock: Callable[[], float] = time.time) -> None:
         self.factory = factory
@@ -281,9 +284,12 @@ class GatewayController:
             changes, self._changes = self._changes, incremental.Changes()
         try:
             with self._caches_lock:  # the caches serve one build at a time (tests call sync beside the runner)
-                built = self._incremental(changes, options) if changes else None
+                routes, built = None, None  # routes: those whose status may change (None: any)
+                if changes and not changes.everything:
+                    routes = incremental.retranslated(changes, self._routes)  # before the caches record anew
+                    built = self._incremental(changes, options)
                 if built is None:
-                    built = self._full(options)
+                    routes, built = None, self._full(options)
                 elif self._built is not None and built[0] is self._built[0] and built[1] is self._built[1]:
                     return  # nothing the table or the data plane shows changed
                 self._built_options = options
@@ -298,7 +304,7 @@ class GatewayController:
         if self._serving is not None:
             self._serving.plane.publish(self._version, lowered)
             self._serving.trigger()
-        self._publish()
+        self._publish(frozenset(routes) if routes is not None else None)
 
     def _slices(self, key: str) -> tuple[dict, ...]:
         return tuple(self._serving.slices.store.by_index(_BY_SERVICE, key))
@@ -331,10 +337,11 @@ class GatewayController:
             if version <= self._applied:
                 return
             self._applied = version
-        self._publish()
+        self._publish(frozenset())  # only Programmed of Gateways changes
 
-    def _publish(self) -> None:
-        """Publish the last build with Programmed as served, and wake the status writer."""
+    def _publish(self, routes: frozenset[tuple[str, str]] | None) -> None:
+        """Publish the last build with Programmed as served, and wake the
+        status writer (``routes``: see the module docstring)."""
         with self._lock:
             if self._built is None:
                 return
@@ -342,7 +349,7 @@ class GatewayController:
             translation = replace(translation, gateways=_programmed(translation, lowered, self._applied >= version))
             self._translation = translation
         if self.on_translated is not None:
-            self.on_translated(translation)
+            self.on_translated(translation, routes)
 
 
 def _programmed(translation: GatewayTranslation, lowered: Lowered | None,

@@ -39,7 +39,7 @@ from platformd.ingress.gateway_input import GatewayOptions
 from platformd.ingress.gateway_lowering import Lowered, LoweringCache, lower, relower
 from platformd.ingress.gateway_translate import GatewayTranslation, RouteCache, update
 
-__all__ = ["Changes", "apply"]
+__all__ = ["Changes", "apply", "retranslated"]
 
 
 @dataclass
@@ -69,6 +69,17 @@ class Sources:
     now: float
 
 
+def retranslated(changes: Changes, routes_cache: RouteCache) -> set[tuple[str, str]]:
+    """The routes ((kind, key)) ``apply`` translates again for ``changes``
+    (not ``everything``): the changed ones and the readers of the changed
+    Services. Only their statuses can differ (the status writer looks at
+    them alone). Ask before ``apply``: it records the readers anew."""
+    names = set(changes.routes)
+    for service in changes.services:
+        names |= routes_cache.readers(service)
+    return names
+
+
 def apply(translation: GatewayTranslation, lowered: Lowered | None, changes: Changes, options: GatewayOptions,
           sources: Sources, routes_cache: RouteCache,
           servers_cache: LoweringCache) -> tuple[GatewayTranslation, Lowered | None] | None:
@@ -79,9 +90,7 @@ def apply(translation: GatewayTranslation, lowered: Lowered | None, changes: Cha
     ``relower`` cannot splice."""
     if changes.everything:
         return None
-    names = set(changes.routes)
-    for service in changes.services:
-        names |= routes_cache.readers(service)
+    names = retranslated(changes, routes_cache)
     touched = changes.services | changes.slices
     if not names and not (lowered is not None and any(servers_cache.uses(s) for s in touched)):
         return translation, lowered

@@ -353,8 +353,11 @@ def _per_port(hosts: list[HostRoutes]) -> bool:
     instead (``relower`` asks too): other routes on the HTTP listener than on
     the HTTPS one (say, a redirect to https), where the name's host is the
     listener's own; a name only HTTPS listeners have: the HTTPS port's table
-    (plain HTTP must not reach them)."""
-    return len(hosts) > 1 and len({h.entries for h in hosts}) > 1 or all(h.bind.protocol == "HTTPS" for h in hosts)
+    (plain HTTP must not reach them). A name without hosts (its routes are
+    gone) has no table: False (``all`` of nothing made every route deletion
+    a full lowering, 120-300 ms at 10,000 hosts)."""
+    return len(hosts) > 1 and len({h.entries for h in hosts}) > 1 or bool(hosts) and all(
+        h.bind.protocol == "HTTPS" for h in hosts)
 
 
 def _lower(table: GatewayTable, http_port: int, https_port: int, services: Mapping[str, dict],

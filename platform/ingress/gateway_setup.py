@@ -129,7 +129,11 @@ def status_runner(args, api, gateway: GatewayController,
     writer = GatewayStatusWriter(api, args.gateway_controller_name, is_leader=is_leader,
                                  translation=lambda: gateway.translation, get=gateway.get, keys=gateway.keys)
     runner = BoundedFrequencyRunner("gateway-status", writer.sync, 1.0, STATUS_RESYNC, 5.0)
-    gateway.on_translated = lambda _translation: runner.run()
+
+    def on_translated(_translation, routes) -> None:
+        writer.changed(routes)  # what to look at, then the wake-up
+        runner.run()
+    gateway.on_translated = on_translated
     return runner, writer
 
 

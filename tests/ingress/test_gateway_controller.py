@@ -44,8 +44,12 @@ class Loop:
                                           translation=lambda: self.gateway.translation,
                                           get=self.gateway.get, keys=self.gateway.keys)
         self.writes_lock = threading.Lock()
-        self.gateway.on_translated = lambda _t: self.sync_status()
+        self.gateway.on_translated = self.translated
         self.stop = threading.Event()
+
+    def translated(self, _translation, routes):
+        self.writer.changed(routes)
+        self.sync_status()
 
     def sync_status(self):
         with self.writes_lock:
@@ -290,3 +294,24 @@ def test_platformctl_shows_gateway_counts_and_reasons():
     assert "gateway api:" in text and re.search(r"httproutes:\s+2\n", text) and re.search(r"not accepted:\s+1\n", text)
     assert "  - HTTPRoute default/lost: NoMatchingParent: no listener" in text
     assert "  - host hdr.example: header, query parameter and method matches need the router" in text
+
+
+def test_the_controller_hands_over_the_routes_whose_status_may_change(fake_api, loop):
+    _seed(fake_api)
+    fake_api.create(_clean(http_route("other")))
+    lp = loop()
+    handed = []
+    translated = lp.translated
+    lp.gateway.on_translated = lambda t, routes: handed.append(routes) or translated(t, routes)
+    wait_for(lambda: (fake_api.get("HTTPRoute", "default", "other") or {}).get("status", {}).get("parents"))
+    handed.clear()
+    route = fake_api.get("HTTPRoute", "default", "route")
+    route["spec"]["rules"][0]["backendRefs"][0]["name"] = "missing"
+    fake_api.update(route)
+    wait_for(lambda: frozenset({("HTTPRoute", "default/route")}) in handed, message="the changed route handed over")
+    assert all(routes is not None and routes <= {("HTTPRoute", "default/route")} for routes in handed)
+    handed.clear()
+    gw = fake_api.get("Gateway", "default", "gw")
+    gw["spec"]["listeners"][0]["hostname"] = "elsewhere.example"
+    fake_api.update(gw)
+    wait_for(lambda: None in handed, message="a Gateway change: every route")  # (a full build)

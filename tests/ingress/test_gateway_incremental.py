@@ -222,6 +222,26 @@ def test_only_the_changed_route_and_the_readers_of_a_changed_service_are_transla
                      routes_cache, servers_cache)[0] is translation3
 
 
+def test_a_deleted_route_is_relowered_not_lowered_in_full(monkeypatch):
+    routes = {(HTTP_ROUTE, f"a/r{i}"): http_route(f"r{i}", "a", parents=[{"name": "gw", "namespace": "a"}],
+                                                   hostnames=[f"h{i}.example"]) for i in range(5)}
+    services = {"a/svc": service("svc", "a")}
+    snapshot = GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
+                               http_routes=tuple(routes.values()), services=services)
+    routes_cache, servers_cache = RouteCache(), LoweringCache()
+    translation = build(snapshot, GatewayOptions(), NOW, cache=routes_cache)
+    lowered = lower(translation.table, http_port=80, https_port=443, services=services, slices=lambda k: (),
+                    secrets={}, now=NOW, cache=servers_cache)
+    del routes[(HTTP_ROUTE, "a/r3")]
+    sources = inc.Sources(route=lambda kind, key: routes.get((kind, key)), services=services,
+                          slices=lambda k: (), secrets={}, now=NOW)
+    monkeypatch.setattr(inc, "lower", lambda *a, **kw: pytest.fail("lowered in full"))
+    _, after = inc.apply(translation, lowered, inc.Changes(routes={(HTTP_ROUTE, "a/r3")}), GatewayOptions(),
+                         sources, routes_cache, servers_cache)
+    assert [s.hostname for s in after.servers] == [s.hostname for s in lowered.servers if s.hostname != "h3.example"]
+    assert all(any(s is old for old in lowered.servers) for s in after.servers)  # the others kept as they were
+
+
 # --- the controller: route and endpoint changes take the incremental path -----------------------------
 
 
