@@ -8,9 +8,10 @@ ReplacePrefixMatch, 301/302/303/307/308; lua/redirect.lua), so its features
 are. ``GatewayPort8080`` is claimed only when ``--gateway-listener-port``
 maps listener port 8080 to a plain-HTTP local port (``supported``).
 RequestMirror is served whole: percent / fraction, and several per rule
-(one copy each, gateway_filters). Not listed (yet): path rewrites (only some
-forms are lowered), request header modifiers (Host and the framing headers
-cannot be set), CORS (experimental channel), h2c / WebSocket backends.
+(one copy each, gateway_filters). URLRewrite paths are served whole
+(ReplaceFullPath on any match, ReplacePrefixMatch on PathPrefix as the spec's
+table says; a "$" in the value leaves the host out). Not listed (yet): request
+header modifiers (Host and the framing headers cannot be set), CORS (experimental channel), h2c / WebSocket backends.
 Timeouts are claimed: milliseconds, each attempt bounded by
 ``backendRequest`` and by the time left of ``request`` (deadline.py; an
 answer that has begun streaming is not cut off at the deadline, see
@@ -44,6 +45,7 @@ SUPPORTED: tuple[str, ...] = (
     "HTTPRouteNamedRouteRule",
     "HTTPRouteParentRefPort",
     "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
     "HTTPRouteRequestMirror",

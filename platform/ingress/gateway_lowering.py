@@ -112,17 +112,26 @@ def _redirect(action: RouteAction) -> RequestRedirect:
                            path_kind=r.path_kind, path=r.path, prefix=r.prefix)
 
 
-def _rewrite_target(entry: RouteEntry) -> str | None:
+def _rewrite_target(entry: RouteEntry) -> tuple[str | None, bool]:
+    """URLRewrite's path as the router's rewrite: (target, rewrite_rest).
+    ReplaceFullPath replaces the whole path whatever the match (the pattern
+    is the location's path, which the request matched). ReplacePrefixMatch
+    (PathPrefix only) replaces the matched prefix, as the spec's table says:
+    prefix /foo with /xyz or /xyz/: /foo -> /xyz, /foo/ -> /xyz/,
+    /foo/bar -> /xyz/bar; with "" or "/": /foo -> /, /foo/bar -> /bar. The
+    pattern "^/foo(/(.*))?$" gives the rest as $1 ("/bar") and $2 ("bar")."""
     rewrite = entry.action.rewrite
     if rewrite is None or rewrite.path_kind is None:
-        return None
-    kind = entry.match.path.kind
-    if rewrite.path_kind == "ReplaceFullPath" and kind == "Exact":
-        return rewrite.path
-    if rewrite.path_kind == "ReplacePrefixMatch" and kind == "PathPrefix" and rewrite.path \
-            and rewrite.path != "/" and not rewrite.path.endswith("/"):
-        return rewrite.path  # the router replaces "^<prefix>" with it: /api/x -> /v2/x
-    raise _Unsupported(f"URLRewrite {rewrite.path_kind} {rewrite.path!r} on a {kind} match needs the router")
+        return None, False
+    kind, value = entry.match.path.kind, rewrite.path or ""
+    if "$" in value:  # the router would read "$1" as a capture group
+        raise _Unsupported(f"URLRewrite {rewrite.path_kind} {value!r}: '$' in the path is not served")
+    if rewrite.path_kind == "ReplaceFullPath":
+        return value or "/", False
+    if rewrite.path_kind == "ReplacePrefixMatch" and kind == "PathPrefix":
+        base = value.rstrip("/")
+        return (base + "$1" if base else "/$2"), True
+    raise _Unsupported(f"URLRewrite {rewrite.path_kind} on a {kind} match: the spec allows it on PathPrefix only")
 
 
 def _cors(action: RouteAction) -> Cors | None:
@@ -153,8 +162,9 @@ def _location(entry: RouteEntry) -> tuple[Location, tuple[tuple[str, int], ...]]
     path = match.path.value
     if match.path.kind == "PathPrefix":  # "/foo/" is "/foo": one key, so its candidates keep their order
         path = prefix_base(path)
+    rewrite_target, rewrite_rest = _rewrite_target(entry)
     location = Location(path=path, match=_MATCH[match.path.kind], backend=backend, proxy=proxy,
-                        cors=_cors(action), rewrite_target=_rewrite_target(entry),
+                        cors=_cors(action), rewrite_target=rewrite_target, rewrite_rest=rewrite_rest,
                         request_redirect=redirect, conditions=conditions, split=split,
                         headers=program, mirror=mirror,
                         deadline=deadline.from_seconds(action.request_timeout, action.backend_timeout))

@@ -416,7 +416,7 @@ class Location:
 
     ``backend`` names a ``Backend``; it may be None only when ``redirect``,
     ``request_redirect`` or ``split`` is set. ``rewrite_target`` rewrites the URI before proxying, using the
-    location's path as the regex (so REGEX paths give capture groups).
+    location's path as the regex (so REGEX paths give capture groups; ``rewrite_rest``: what follows a prefix).
     ``ssl_redirect`` redirects plain-HTTP requests to HTTPS (ssl-redirect and
     force-ssl-redirect both end up here; the translator decides when).
     """
@@ -452,6 +452,9 @@ class Location:
     # Gateway API timeouts: per attempt in milliseconds, with a whole-request deadline
     # (platformd.ingress.deadline); set per attempt in the lane's balancer phase.
     deadline: Deadline | None = None
+    # Gateway URLRewrite ReplacePrefixMatch on a PREFIX path: the rewrite's pattern is
+    # "^<path>(/(.*))?$" (routes.rewrite_pattern), so ``rewrite_target`` keeps the rest as $1/$2.
+    rewrite_rest: bool = False
 
     def __post_init__(self) -> None:
         match = _enum(PathMatch, "location.match", self.match)

@@ -177,6 +177,8 @@ def _rewrite_pattern(loc: Location) -> str | None:
     paths (case-insensitive, as the path matches), else the literal path."""
     if loc.rewrite_target is None:
         return None
+    if loc.rewrite_rest:  # Gateway ReplacePrefixMatch: $1 is "/rest" (or none), $2 "rest"
+        return "^" + re.escape(v.path("path", loc.path).rstrip("/")) + "(/(.*))?$"
     if loc.match is PathMatch.REGEX:
         pattern = v.regex("path", loc.path)
         return "(?i)" + (pattern if pattern.startswith("^") else "^" + pattern)

@@ -26,10 +26,11 @@ def test_redirect_features_are_claimed_and_port_8080_only_when_mapped_plain():
             "HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode",
             "HTTPRoute308RedirectStatusCode", "HTTPRouteRequestMirror", "HTTPRouteRequestPercentageMirror",
             "HTTPRouteRequestMultipleMirrors", "HTTPRouteResponseHeaderModification",
-            "GatewayStaticAddresses", "GatewayHTTPListenerIsolation"} <= set(gateway_features.SUPPORTED)
+            "GatewayStaticAddresses", "GatewayHTTPListenerIsolation", "HTTPRoutePathRewrite",
+            "HTTPRouteHostRewrite"} <= set(gateway_features.SUPPORTED)
     assert {"HTTPRouteRequestTimeout", "HTTPRouteBackendTimeout"} <= set(gateway_features.SUPPORTED)
     # Served only approximately or not at all: never claimed.
-    assert not {"HTTPRouteRewritePath", "HTTPRouteRequestHeaderModification", "HTTPRouteCORS",
+    assert not {"HTTPRouteRequestHeaderModification", "HTTPRouteCORS",
                 "GatewayInfrastructurePropagation"} & set(gateway_features.SUPPORTED)
     assert "GatewayPort8080" not in gateway_features.supported(set())
     assert "GatewayPort8080" not in gateway_features.supported({8443})

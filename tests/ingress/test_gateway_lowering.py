@@ -102,7 +102,7 @@ def test_fixed_redirect_grpc_cors_and_host_rewrite_are_lowered():
     assert by_path["/old"].request_redirect == RequestRedirect(301, "https", "new.example", None, "ReplaceFullPath",
                                                                "/moved")
     api = by_path["/api"]
-    assert (api.proxy.upstream_vhost, api.rewrite_target) == ("internal.example", "/v2")
+    assert (api.proxy.upstream_vhost, api.rewrite_target, api.rewrite_rest) == ("internal.example", "/v2$1", True)
     assert api.cors.allow_origins == ("https://a.example",) and api.cors.max_age == 10
     assert not api.cors.allow_credentials
 
@@ -121,11 +121,30 @@ def test_grpc_route_goes_to_the_grpc_lane():
                                                                          ("x", "1")]
 
 
-def test_prefix_rewrite_to_slash_is_left_out():
-    rewrite = rule(matches=[path("/api")], filters=[{"type": "URLRewrite", "urlRewrite": {
-        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}])
+@pytest.mark.parametrize("kind, match, value, target, rest", [
+    ("ReplacePrefixMatch", path("/api"), "/v2", "/v2$1", True),
+    ("ReplacePrefixMatch", path("/api/"), "/v2/", "/v2$1", True),  # trailing slashes do not count
+    ("ReplacePrefixMatch", path("/api"), "/", "/$2", True),
+    ("ReplacePrefixMatch", path("/api"), "", "/$2", True),
+    ("ReplaceFullPath", path("/api"), "/one", "/one", False),
+    ("ReplaceFullPath", path("/api", kind="Exact"), "/one", "/one", False),
+    ("ReplaceFullPath", path("/a.*", kind="RegularExpression"), "/one", "/one", False),
+])
+def test_path_rewrites_are_lowered_for_the_router(kind, match, value, target, rest):
+    field = "replacePrefixMatch" if kind == "ReplacePrefixMatch" else "replaceFullPath"
+    rewrite = rule(matches=[match], filters=[{"type": "URLRewrite", "urlRewrite": {
+        "path": {"type": kind, field: value}}}])
     out = _lower(gateway(), http_route(hostnames=["web.example"], rules=[rewrite]), service())
-    assert "URLRewrite ReplacePrefixMatch" in out.skipped[0].reason
+    assert out.skipped == ()
+    [location] = out.servers[0].locations
+    assert (location.rewrite_target, location.rewrite_rest) == (target, rest)
+
+
+def test_a_dollar_in_a_rewritten_path_leaves_the_host_out_with_the_reason():
+    rewrite = rule(matches=[path("/api")], filters=[{"type": "URLRewrite", "urlRewrite": {
+        "path": {"type": "ReplaceFullPath", "replaceFullPath": "/a$1"}}}])
+    out = _lower(gateway(), http_route(hostnames=["web.example"], rules=[rewrite]), service())
+    assert out.servers == () and "'$' in the path" in out.skipped[0].reason
 
 
 def test_same_host_on_http_and_https_is_one_server_without_ssl_redirect(cert):
