@@ -244,16 +244,14 @@ class LaneIndex:
             self._servers, self._needing, self._buffering = (), {}, settings.buffering
         if servers is self._servers:
             return
-        old, new = set(map(id, self._servers)), set(map(id, servers))
-        added = new - old
-        for gone in old - new:
+        old, new = set(map(id, self._servers)), dict(zip(map(id, servers), servers))
+        for gone in old.difference(new):
             self._needing.pop(gone, None)
-        if added:
-            for server in servers:
-                if id(server) in added:
-                    need = _lanes_of(server.locations, settings)
-                    if need:
-                        self._needing[id(server)] = (server, need)
+        for added in new.keys() - old:
+            server = new[added]
+            need = _lanes_of(server.locations, settings)
+            if need:
+                self._needing[added] = (server, need)
         self._servers = servers
 
     def needs(self, config: Configuration, server: Server) -> frozenset[LaneSpec]:
