@@ -35,6 +35,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
+from platformd.ingress.lanes import LaneIndex
 from platformd.ingress.routes import RouteTable
 
 __all__ = ["Caches", "Generations"]
@@ -94,7 +95,8 @@ class Caches:
     host entries and shards (``routes.RouteTable``). ``route_sections``:
     the encoded route sections of the last render, by payload id.
     ``last_backends``: a weak reference to the last backends section, a hint
-    for an identity scan (results never depend on it).
+    for an identity scan (results never depend on it). ``lanes``: the lanes
+    each Server needs (``lanes.LaneIndex``; the applier's).
     """
 
     translation: Generations = field(default_factory=lambda: Generations(1 << 17))
@@ -102,6 +104,7 @@ class Caches:
     routes: RouteTable = field(default_factory=RouteTable)
     route_sections: dict[int, tuple[object, Any]] = field(default_factory=dict)
     last_backends: Callable[[], Any] = field(default=_no_section)
+    lanes: LaneIndex = field(default_factory=LaneIndex)
 
     def remember_backends(self, section: object) -> None:
         self.last_backends = weakref.ref(section)

@@ -390,7 +390,7 @@ class DataPlane:
                     reload_in = wait
                     record = replace(desired, settings=self._running.settings)
                 else:
-                    wanted_lanes = lanes.used(desired)
+                    wanted_lanes = lanes.used(desired, self.caches.lanes)
                     lanes.write_files(lanes.files(wanted_lanes, self.runtime.files.lane_files))
                     text = render_nginx_conf(desired, self.runtime, self.templates_dir)
                     text_hash = _text_digest(text)
@@ -409,7 +409,7 @@ class DataPlane:
                         reload_refused = str(exc)
                     master = self.nginx.master_pid()
             # Routes needing a lane nginx does not run yet wait for it (lanes.py).
-            pushed, held = lanes.hold_back(desired, self._running, self._lanes)
+            pushed, held = lanes.hold_back(desired, self._running, self._lanes, self.caches.lanes)
             if held and reload_refused:
                 refused += tuple(("host", name, f"nginx refused the lane its routes need: {reload_refused}")
                                  for name in held)

@@ -41,12 +41,15 @@ class Decision:
         return not self.reload and not self.sections
 
 
-def needs_reload(running: Configuration | None, desired: Configuration) -> bool:
+def needs_reload(running: Configuration | None, desired: Configuration,
+                 lane_index: lanes.LaneIndex | None = None) -> bool:
     """Whether nginx.conf differs: nothing runs yet, a rendered global setting
-    changed, or the set of generated lanes the routes use (lanes.py) changed."""
+    changed, or the set of generated lanes the routes use (lanes.py) changed.
+    ``lane_index``: the caller's (``Caches.lanes``), or None."""
     if running is None:
         return True
-    if lanes.used(running) != lanes.used(desired):
+    lane_index = lane_index or lanes.LaneIndex()
+    if lanes.used(running, lane_index) != lanes.used(desired, lane_index):
         return True
     if running.passthrough != desired.passthrough:  # a map in nginx.conf (passthrough.py)
         return True
@@ -62,4 +65,4 @@ def decide(running: Configuration | None, desired: Configuration, caches: Caches
         return Decision(reload=True, sections=wanted)
     current = {section.name: section.checksum for section in dynamic_sections(running, caches)}
     changed = tuple(section for section in wanted if current.get(section.name) != section.checksum)
-    return Decision(reload=needs_reload(running, desired), sections=changed)
+    return Decision(reload=needs_reload(running, desired, caches.lanes if caches else None), sections=changed)

@@ -98,6 +98,52 @@ def test_hold_back_keeps_the_running_version_or_leaves_the_host_out():
     assert lanes.hold_back(desired, running, lanes.used(desired)) == (desired, ())
 
 
+def _walk(config: Configuration) -> tuple[lanes.LaneSpec, ...]:
+    """The lanes ``config`` uses, by walking every location (the reference)."""
+    locs = [loc for s in config.servers for loc in s.locations] + list(config.default_server_locations)
+    for table in config.bound:
+        locs += [loc for s in table.servers for loc in s.locations] + list(table.any_host)
+    return tuple(sorted({lanes.LaneSpec(lanes.base_lane(loc, config.settings), loc.lane_directives)
+                         for loc in locs if loc.lane_directives}))
+
+
+def test_a_lane_index_reused_across_derived_configurations_equals_a_fresh_walk():
+    import random
+
+    from platformd.ingress.model import BoundHosts
+
+    rng = random.Random(7)
+    sets = [(), HTTP10, (("proxy_buffer_size", "8k"),), (("proxy_http_version", "1.0"), ("proxy_buffer_size", "16k"))]
+
+    def host(i: int) -> Server:
+        return server(f"h{i}.example", *rng.choice(sets))
+
+    servers = {i: host(i) for i in range(60)}
+    index = lanes.LaneIndex()
+    current = config(*servers.values())
+    running = None
+    for step in range(200):
+        for i in rng.sample(range(80), rng.randint(0, 4)):  # replace, add or drop a few Servers
+            if rng.random() < 0.3:
+                servers.pop(i, None)
+            else:
+                servers[i] = host(i)
+        settings = current.settings
+        if step % 37 == 0:  # base lanes follow the buffering setting
+            settings = replace(settings, buffering=not settings.buffering)
+        bound = ()
+        if step % 3 == 0:  # a Gateway table sharing some of the very same Servers
+            bound = (BoundHosts(None, 8080, servers=tuple(list(servers.values())[:5]),
+                                any_host=(Location("/any", backend="svc", lane_directives=rng.choice(sets)),)),)
+        desired = replace(current, servers=tuple(servers.values()), settings=settings, bound=bound)
+        assert lanes.used(desired, index) == _walk(desired)
+        if running is not None:
+            assert lanes.used(running, index) == _walk(running)
+        have = frozenset(rng.sample(_walk(desired), k=len(_walk(desired)) // 2))
+        assert lanes.hold_back(desired, running, have, index) == lanes.hold_back(desired, running, have)
+        running, current = current, desired
+
+
 # --- real nginx -------------------------------------------------------------------
 
 
