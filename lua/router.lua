@@ -226,12 +226,14 @@ end
 -- metatable and closure for each of the 256 (most are empty at small sizes).
 local EMPTY_SHARD = { hosts = {} }
 
---- One shard's `data` ({hosts, policies}, as posted) -> {hosts = lazily compiled}.
+--- One shard's `data` ({hosts, policies}, as posted) -> {hosts = lazily
+-- compiled, names = data.hosts (what `assemble` drops from its cache when
+-- this shard is replaced)}.
 function M.compile_shard(data)
   if data == nil or next(data.hosts) == nil then
     return EMPTY_SHARD
   end
-  return { hosts = lazy(data.hosts, compile_host, lazy(data.policies, compile_policy)) }
+  return { hosts = lazy(data.hosts, compile_host, lazy(data.policies, compile_policy)), names = data.hosts }
 end
 
 -- Which shard serves a host name: crc32 of the name modulo the count, as
@@ -241,7 +243,17 @@ M.hash = ngx and ngx.crc32_short
 --- `meta` (section "routes": catch-all, HSTS, ssl-redirect, shard count) and
 -- the compiled shards -> the compiled table. Its `hosts` finds a name in its
 -- shard and remembers what it found (not misses: any Host header may come).
-function M.assemble(meta, shards)
+-- `previous` (the table this one replaces, optional) and `dropped` (the
+-- `names` of each shard replaced since): what did not change is kept
+-- instead of built again per change. The parts compiled from `meta` (the
+-- catch-all host, Gateway binds and wildcards, compiled eagerly) while meta
+-- is the same decoded table; the cache of found hosts while `shards` is the
+-- same list, minus the names of the replaced shards (a name is cached only
+-- when found, so only names of a replaced shard can be stale). Rebuilt per
+-- change, that cache was garbage in proportion to the hosts requests had
+-- asked for (a 10,000-entry table when traffic reaches every host), and
+-- binds and wildcards in proportion to the Gateway tables.
+function M.assemble(meta, shards, previous, dropped)
   local compiled = {
     hosts = {},
     default = { exact = {}, prefix = {}, longest = 0 },
@@ -252,14 +264,30 @@ function M.assemble(meta, shards)
   if meta == nil then
     return compiled
   end
-  compiled.hsts = meta.hsts ~= "" and meta.hsts or nil
-  compiled.ssl_code = meta.ssl_redirect.code
-  if meta.ssl_redirect.port ~= 443 then
-    compiled.port_suffix = ":" .. meta.ssl_redirect.port
+  compiled.meta, compiled.shards = meta, shards
+  if previous ~= nil and previous.meta == meta then
+    compiled.hsts, compiled.ssl_code, compiled.port_suffix = previous.hsts, previous.ssl_code, previous.port_suffix
+    compiled.default, compiled.binds, compiled.wildcards = previous.default, previous.binds, previous.wildcards
+  else
+    compiled.hsts = meta.hsts ~= "" and meta.hsts or nil
+    compiled.ssl_code = meta.ssl_redirect.code
+    if meta.ssl_redirect.port ~= 443 then
+      compiled.port_suffix = ":" .. meta.ssl_redirect.port
+    end
+    compiled.default = compile_host(meta.default, lazy(meta.policies, compile_policy))
+    compiled.binds = bound.compile(value(meta.binds), compile_host, lazy(meta.policies, compile_policy), null)
+    compiled.wildcards = wildcards.compile(value(meta.wildcards), compile_host, lazy(meta.policies, compile_policy), null)
   end
-  compiled.default = compile_host(meta.default, lazy(meta.policies, compile_policy))
-  compiled.binds = bound.compile(value(meta.binds), compile_host, lazy(meta.policies, compile_policy), null)
-  compiled.wildcards = wildcards.compile(value(meta.wildcards), compile_host, lazy(meta.policies, compile_policy), null)
+  if previous ~= nil and previous.shards == shards then
+    local cache = previous.hosts
+    for _, names in ipairs(dropped or {}) do
+      for name in pairs(names) do
+        rawset(cache, name, nil)
+      end
+    end
+    compiled.hosts = cache
+    return compiled
+  end
   local count = #shards
   local hash = M.hash
   compiled.hosts = setmetatable({}, { __index = function(t, name)
@@ -378,34 +406,53 @@ local state = { meta_version = -1, meta = nil, versions = {}, shards = {}, route
 local seen_changes = nil -- as in balancer.refresh: skip the dict while no POST came
 local SHARD_SECTIONS -- "routes_0" .. : built once, not per check
 
+--- Bring `state` (as above) up to the versions in force: `version_of(section)`
+-- -> number, `read(section)` -> decoded data or nil, `sections` the shards'
+-- section names. Reads only the sections whose version moved; what the
+-- others compiled to is kept (see `assemble`). Pure: the specs measure a
+-- change's garbage through it (tests/lua/router_garbage_spec.lua).
+function M.refresh(state, version_of, read, sections)
+  local changed, dropped = false, nil
+  local version = version_of("routes")
+  if version ~= state.meta_version then
+    state.meta, state.meta_version, changed = read("routes"), version, true
+  end
+  for i, section in ipairs(sections) do
+    version = version_of(section)
+    if version ~= state.versions[i] then
+      local old = state.shards[i]
+      if old ~= nil and old.names ~= nil then
+        dropped = dropped or {}
+        dropped[#dropped + 1] = old.names
+      end
+      state.shards[i], state.versions[i], changed = M.compile_shard(read(section)), version, true
+    end
+  end
+  if changed then
+    state.routes = M.assemble(state.meta, state.shards, state.routes, dropped)
+  end
+  return state.routes
+end
+
+local configuration -- loaded on first use (it needs the shared dict)
+local function read_section(section)
+  local _, data = configuration.routes(section)
+  return data
+end
+
 local function current()
   local changes = changes_now()
   if changes == seen_changes then
     return state.routes
   end
-  local configuration = require("configuration")
   if SHARD_SECTIONS == nil then
+    configuration = require("configuration")
     SHARD_SECTIONS = {}
     for i = 1, configuration.ROUTE_SHARDS do
       SHARD_SECTIONS[i] = "routes_" .. (i - 1)
     end
   end
-  local changed = false
-  local version = configuration.version("routes")
-  if version ~= state.meta_version then
-    local _, data = configuration.routes("routes")
-    state.meta, state.meta_version, changed = data, version, true
-  end
-  for i, section in ipairs(SHARD_SECTIONS) do
-    version = configuration.version(section)
-    if version ~= state.versions[i] then
-      local _, data = configuration.routes(section)
-      state.shards[i], state.versions[i], changed = M.compile_shard(data), version, true
-    end
-  end
-  if changed then
-    state.routes = M.assemble(state.meta, state.shards)
-  end
+  M.refresh(state, configuration.version, read_section, SHARD_SECTIONS)
   seen_changes = changes
   return state.routes
 end
