@@ -273,12 +273,27 @@ function M.certificates()
   end
 end
 
+-- The routes sections this worker stored from a POST, as it decoded them
+-- there (section -> data, and the version): its own router takes them from
+-- here instead of copying the padded value out of the dict and decoding it
+-- a second time (~35 KB of garbage per shard at 10,000 Ingresses). Taken or
+-- dropped at the next read of the section, so at most one per section.
+local posted, posted_version = {}, {}
+
 --- `version, data` of a routes section ("routes" or "routes_<n>") as posted
 -- (validated then; JSON nulls are cjson.null), nil when none. Not validated
 -- again: a worker decodes what changed and router.lua compiles hosts as
 -- requested.
 function M.routes(section)
-  local version, raw = read_raw(section or "routes")
+  section = section or "routes"
+  local mine, mine_version = posted[section], posted_version[section]
+  if mine ~= nil then
+    posted[section], posted_version[section] = nil, nil
+    if M.version(section) == mine_version then
+      return mine_version, mine
+    end
+  end
+  local version, raw = read_raw(section)
   if raw == nil then
     return version, nil
   end
@@ -579,6 +594,9 @@ local function post(section)
   if not ok then
     ngx.log(ngx.ERR, "storing ", section, " version ", version, " failed: ", err)
     return respond(dict_error(err), { error = "cannot store: " .. tostring(err) })
+  end
+  if section ~= "backends" and section ~= "certificates" then
+    posted[section], posted_version[section] = body.data, version -- see M.routes
   end
   return in_force_answer(section)
 end
