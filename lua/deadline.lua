@@ -5,18 +5,11 @@
 -- left until start + request_ms); none left: 1 ms, so the attempt ends at
 -- once with 504.
 local ngx = ngx
-local null = ngx and require("cjson.safe").null
+local ms = require("util.nullable").value -- JSON null: none
 
 local M = {}
 
 local MAX_MS = 86400000
-
-local function ms(value)
-  if value == nil or value == null then
-    return nil
-  end
-  return value
-end
 
 local function valid(value)
   return value == nil or (type(value) == "number" and value % 1 == 0 and value >= 1 and value <= MAX_MS)
@@ -24,7 +17,7 @@ end
 
 --- Whether `value` is a policy's "deadline": true, or nil and a reason.
 function M.check(value, path)
-  if value == nil or value == null then
+  if ms(value) == nil then
     return true
   end
   if type(value) ~= "table" then
@@ -39,7 +32,7 @@ end
 
 --- A policy's "deadline" -> what `seconds` takes (nil for none).
 function M.compile(value)
-  if value == nil or value == null then
+  if ms(value) == nil then
     return nil
   end
   return { request = ms(value.request_ms), attempt = ms(value.attempt_ms) }

@@ -20,19 +20,12 @@
 -- (nginx runs posted subrequests one after another, and nothing here
 -- yields). A copy not chosen answers 204 at once (no connection is opened).
 local ngx = ngx
-local null = ngx and require("cjson.safe").null
+local opt = require("util.nullable").value -- JSON null: nil
 local eval = require("headers").eval
 
 local M = {}
 
 local SCHEMES = { http = true, https = true }
-
-local function opt(x)
-  if x == null then
-    return nil
-  end
-  return x
-end
 
 -- The lane's `mirror` directives (platformd.ingress.mirror.MAX_COPIES).
 local MAX_COPIES = 16
@@ -67,7 +60,7 @@ end
 
 --- Whether `value` is a policy's "mirror": true, or nil and a reason.
 function M.check(value, path)
-  if value == nil or value == null then
+  if opt(value) == nil then
     return true
   end
   if type(value) ~= "table" or not SCHEMES[value.scheme] then
@@ -119,7 +112,7 @@ end
 -- scheme, uri and host, `copies` = the shares in the lane's order, and
 -- `targets` = their addresses / Backend names as $platform_mirror_backend.
 function M.compile(value)
-  if value == nil or value == null then
+  if opt(value) == nil then
     return nil
   end
   local uri = {}
