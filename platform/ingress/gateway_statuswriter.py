@@ -124,11 +124,7 @@ class GatewayStatusWriter:
         ``routes`` ((kind, "ns/name")) may differ (None: any route's may).
         Call it before waking the runner; it never blocks for long."""
         with self._lock:
-            if routes is None:
-                self._routes = None
-            elif self._routes is not None:
-                self._routes.update(routes)
-            self._handed = True
+            self._mark(routes)
             self._handovers += 1
 
     def _take(self) -> set[tuple[str, str]] | None:
@@ -140,11 +136,15 @@ class GatewayStatusWriter:
     def _give_back(self, routes: Iterable[tuple[str, str]] | None) -> None:
         """Leave ``routes`` (None: all) for the next pass, as if handed over."""
         with self._lock:
-            if routes is None:
-                self._routes = None
-            elif self._routes is not None:
-                self._routes.update(routes)
-            self._handed = True
+            self._mark(routes)
+
+    def _mark(self, routes: Iterable[tuple[str, str]] | None) -> None:
+        """Add ``routes`` (None: all) to what the next pass looks at; ``_lock`` held."""
+        if routes is None:
+            self._routes = None
+        elif self._routes is not None:
+            self._routes.update(routes)
+        self._handed = True
 
     def sync(self) -> None:
         if not self._is_leader():
