@@ -355,7 +355,7 @@ def live(n: int, changes: int, settle: bool = True) -> None:
     import subprocess
     import tempfile
 
-    from bench_ingress import _ApiServer, _get, _memory
+    from bench_ingress import _ApiServer, _get, _memory, _stop, _stop_nginx
     from tests.helpers.backends import NginxBackend, free_port
 
     work = Path(tempfile.mkdtemp(prefix="pdgw-"))
@@ -443,15 +443,8 @@ def live(n: int, changes: int, settle: bool = True) -> None:
               f"threads: informers, syncs, status writes; not load-bound like the latencies); "
               f"controller RSS {rss:.0f} MB, peak {peak:.0f} MB")
     finally:
-        if child is not None and child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(60)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-            from platformd.ingress.nginx import NginxFiles, NginxProcess
-            NginxProcess(NginxFiles(work / "state")).stop()
+        if _stop(child):
+            _stop_nginx(work / "state")
         backend.stop()
         server.close()
         if not os.environ.get("BENCH_DEBUG"):

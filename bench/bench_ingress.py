@@ -277,6 +277,21 @@ def _get(port: int, host: str, path: str = "/") -> tuple[int, str]:
         conn.close()
 
 
+def _stop(child: subprocess.Popen | None) -> bool:
+    """Stop a controller child: gracefully, then killed after 60 s (a sync in
+    progress finishes before a graceful stop; do not wait for it longer).
+    Whether it was still running."""
+    if child is None or child.poll() is not None:
+        return False
+    child.terminate()
+    try:
+        child.wait(60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    return True
+
+
 def _memory(pid: int) -> tuple[float, float]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -531,13 +546,7 @@ def live(n: int, trials: int, manifest: str = "yaml", source_kind: str = "files"
         figures["reloads_during"] = json.loads(_get(healthz, "x", "/status")[1])["reload_count"] - reloads
         figures["rss_end_mb"], figures["peak_rss_mb"] = _memory(child.pid)
     finally:
-        if child is not None and child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(60)
-            except subprocess.TimeoutExpired:
-                child.kill()  # a sync in progress finishes before a graceful stop; do not wait for it
-                child.wait()
+        if _stop(child):
             _stop_nginx(state)
         a.stop()
         b.stop()
