@@ -169,4 +169,7 @@ function M.access(a, address)
   end
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.validate, M.compile, url_problem, list_of)
+
 return M

@@ -591,4 +591,7 @@ function M.log()
   chosen.instance:after_balance(chosen.request)
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.algorithm_for, M.needs_access, header_var, entry_for, rebuild, apply_deltas)
+
 return M

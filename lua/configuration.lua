@@ -52,6 +52,7 @@ local changes = require("util.changes")
 local padded = require("util.slab").padded
 
 local M = {}
+require("util.cold").module() -- per change, not per request (util/cold.lua)
 
 -- Must match `client_max_body_size` / `client_body_buffer_size` of the
 -- internal server in templates/nginx.conf.j2. 32 MiB keeps two versions of
@@ -75,15 +76,33 @@ M.MAX_CHAIN = 1024
 local config = ngx.shared.platform_configuration
 local pems = ngx.shared.platform_certificates
 
+-- Whether PCRE compiles `pattern` (as ngx.re would): true, or nil and PCRE's
+-- message. Compiled and dropped through the C function ngx.re itself calls
+-- (lua-nginx-module's FFI, declared by resty.core.regex), not through
+-- ngx.re: its first call in a worker allocates the cache of compiled regexes
+-- (16,384 entries, lua_regex_cache_max_entries: ~0.5 MB of Lua heap), which
+-- the worker that took the POST needs only if its requests match regexes;
+-- and with "o" each pattern validated would take a place in that cache.
+local check_regex
+do
+  local ffi = require("ffi")
+  require("resty.core.regex") -- declares the functions
+  local C = ffi.C
+  local ERR_SIZE = 256
+  local err_buf = ffi.new("unsigned char[?]", ERR_SIZE)
+  check_regex = function(pattern)
+    local compiled = C.ngx_http_lua_ffi_compile_regex(pattern, #pattern, 0, 0, err_buf, ERR_SIZE)
+    if compiled == nil then
+      return nil, ffi.string(err_buf)
+    end
+    C.ngx_http_lua_ffi_destroy_regex(compiled)
+    return true
+  end
+end
+
 local SCHEMA_DEPS = {
   null = cjson.null,
-  regex_ok = function(pattern)
-    local _, _, err = ngx.re.find("", pattern, "jo")
-    if err then
-      return nil, err
-    end
-    return true
-  end,
+  regex_ok = check_regex,
   pem_ok = function(pem)
     local ssl = require("ngx.ssl")
     local cert, err = ssl.parse_pem_cert(pem)
@@ -556,6 +575,21 @@ for i = 0, M.ROUTE_SHARDS - 1 do
   VALIDATORS["routes_" .. i] = schema.validate_routes_shard
 end
 
+-- The hosts and policies of the last version of each routes shard that
+-- passed here, as decoded (weak: kept only while this worker's router still
+-- holds them): util/schema takes a new version's hosts that are the same
+-- as there without checking them again (validate_routes_shard).
+local checked_hosts = setmetatable({}, { __mode = "v" })
+local checked_policies = setmetatable({}, { __mode = "v" })
+
+local function checked_before(section)
+  local hosts, policies = checked_hosts[section], checked_policies[section]
+  if hosts == nil or policies == nil then
+    return nil
+  end
+  return { hosts = hosts, policies = policies }
+end
+
 local function post(section)
   local raw, status, problem = read_body()
   if raw == nil then
@@ -576,7 +610,7 @@ local function post(section)
     return respond(400, { error = "data: missing" })
   end
   local data
-  data, err = VALIDATORS[section](body.data, SCHEMA_DEPS)
+  data, err = VALIDATORS[section](body.data, SCHEMA_DEPS, checked_before(section))
   if data == nil then
     return respond(400, { error = err })
   end
@@ -597,6 +631,9 @@ local function post(section)
   end
   if section ~= "backends" and section ~= "certificates" then
     posted[section], posted_version[section] = body.data, version -- see M.routes
+    if section ~= "routes" then
+      checked_hosts[section], checked_policies[section] = body.data.hosts, body.data.policies
+    end
   end
   return in_force_answer(section)
 end

@@ -61,4 +61,7 @@ function M.timeouts(d)
   return t, t, t
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.check, M.compile, valid)
+
 return M

@@ -263,4 +263,7 @@ function M.response()
   end
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.check, check_value, check_list, M.compile, compile_value, compile_list)
+
 return M

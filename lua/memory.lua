@@ -29,6 +29,7 @@
 local cjson = require("cjson.safe")
 
 local M = {}
+require("util.cold").module() -- per change, not per request (util/cold.lua)
 
 M.DICTS = { "platform_configuration", "platform_certificates", "platform_balancer",
             "platform_limits", "platform_auth" }

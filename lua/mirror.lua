@@ -207,4 +207,7 @@ function M.init()
   balancer = require("balancer")
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.check, M.compile, target, share)
+
 return M

@@ -752,4 +752,9 @@ function M.init()
   client_tls = require("client_tls")
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(target_parts, compile_policy, compile_location, compile_host, M.compile_shard,
+  M.compile, M.refresh, read_section)
+require("util.cold").own(lazy, M.assemble)
+
 return M

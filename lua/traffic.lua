@@ -112,4 +112,7 @@ function M.apply(t, rewritten)
   end
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile, M.check, check_text, check_count)
+
 return M

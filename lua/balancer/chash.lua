@@ -67,4 +67,7 @@ function M:balance(request)
   return self.ring:find(self:key(request))
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.parse_key_template, M.new, M.sync_key, M.sync)
+
 return M

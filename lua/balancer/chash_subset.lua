@@ -61,4 +61,7 @@ function M:balance(request)
   return members[self.random(#members)]
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.subsets, M.new, M.sync)
+
 return M

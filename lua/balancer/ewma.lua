@@ -135,4 +135,7 @@ function M:after_balance(request)
   end
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.new, M.sync)
+
 return M

@@ -44,4 +44,7 @@ function M:balance()
   return endpoints[i]
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.new, M.sync)
+
 return M

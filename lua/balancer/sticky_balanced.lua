@@ -91,4 +91,7 @@ function M:cookie_for(endpoint)
   return nil
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.new, M.sync)
+
 return M

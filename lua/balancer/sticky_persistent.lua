@@ -55,4 +55,7 @@ function M:cookie_for(endpoint)
   return cookie.format(self.options, digest(endpoint_key(endpoint)))
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.new, M.sync)
+
 return M

@@ -123,4 +123,7 @@ function M.compile(list)
   return out
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(ipv4_bytes, ipv6_bytes, M.parse, M.compile)
+
 return M

@@ -64,4 +64,7 @@ function M:find(key)
   return points[lo][3]
 end
 
+-- Run per change (validation, compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.new)
+
 return M

@@ -14,15 +14,10 @@
 -- silently defaulted field is a misrouted request.
 local M = {}
 
--- Interpreted, never JIT-compiled: validation runs once per pushed section
--- (not per request), through a generic reader with a branch per field kind,
--- and compiling it cost each worker ~300 traces that kept coming over the
--- first ~1,000 route changes (about half of all traces a worker records; each
--- a GC object with its IR and snapshots plus machine code): workers' RSS
--- grew with them (docs/architecture.md, nginx memory across route changes).
-if jit ~= nil then
-  jit.off(true, true)
-end
+-- Interpreted (util/cold.lua): validation runs once per pushed section,
+-- through a generic reader with a branch per field kind; compiled, it cost
+-- each worker ~300 traces over its first ~1,000 route changes.
+require("util.cold").module()
 
 M.ALGORITHMS = { round_robin = true, ewma = true, chash = true }
 M.AFFINITY_MODES = { balanced = true, persistent = true }
@@ -850,18 +845,46 @@ local function check_policies(data, deps, out)
   return out
 end
 
-local function check_hosts(data, deps, policies, out, within)
+-- Whether two decoded JSON values are equal (tables by content). Allocates
+-- nothing: it runs over every host of a posted shard.
+local function same(a, b)
+  if a == b then
+    return true
+  end
+  if type(a) ~= "table" or type(b) ~= "table" then
+    return false
+  end
+  for k, v in pairs(a) do
+    if not same(v, b[k]) then
+      return false
+    end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then
+      return false
+    end
+  end
+  return true
+end
+
+-- `known` (optional): hosts checked before, with policies the same; a host
+-- equal to its namesake there is taken as it is (see validate_routes_shard).
+local function check_hosts(data, deps, policies, out, within, known)
   within = within or "data"
   for name, host in pairs(required(data, "hosts", within, deps, opt_object)) do
-    local path = within .. ".hosts[" .. tostring(name) .. "]"
-    if type(name) ~= "string" then
-      fail(path, "must be keyed by host name")
+    if known ~= nil and same(host, known[name]) then
+      out[name] = host
+    else
+      local path = within .. ".hosts[" .. tostring(name) .. "]"
+      if type(name) ~= "string" then
+        fail(path, "must be keyed by host name")
+      end
+      local bare = name:match("^%*%.(.+)$") or name
+      if #name > 253 or not bare:match(HOSTNAME) or name ~= name:lower() then
+        fail(path, "must be a lower-case host name or *.<domain>")
+      end
+      out[name] = check_host(host, path, deps, policies)
     end
-    local bare = name:match("^%*%.(.+)$") or name
-    if #name > 253 or not bare:match(HOSTNAME) or name ~= name:lower() then
-      fail(path, "must be a lower-case host name or *.<domain>")
-    end
-    out[name] = check_host(host, path, deps, policies)
   end
   return out
 end
@@ -937,13 +960,29 @@ function M.validate_routes_meta(data, deps)
 end
 
 --- `data` of a section "routes_<n>": the hosts of one shard with the policies they use.
-function M.validate_routes_shard(data, deps)
+-- `previous` (optional): {hosts, policies} of a version of this shard that
+-- passed here before, as decoded. While each of its policies is in `data`
+-- unchanged (a host's check reads the policies it names), a host equal to
+-- its namesake there is not checked again and comes out as posted: a route
+-- change touches a host or two of a shard's ~40 at 10,000 Ingresses, and
+-- checking all of them was most of the garbage a POST left (a copy of every
+-- host and a path string per route: ~75 KB per shard) and of its time.
+function M.validate_routes_shard(data, deps, previous)
   return protect(function()
     if type(data) ~= "table" then
       fail("data", "must be an object")
     end
     local policies = check_policies(data, deps, {})
-    return { policies = policies, hosts = check_hosts(data, deps, policies, {}) }
+    local known = previous and previous.hosts
+    if known ~= nil then
+      for id, policy in pairs(previous.policies or {}) do
+        if not same(policy, data.policies[id]) then
+          known = nil
+          break
+        end
+      end
+    end
+    return { policies = policies, hosts = check_hosts(data, deps, policies, {}, nil, known) }
   end)
 end
 

@@ -17,6 +17,7 @@
 -- of 1/32 of the power of two below (at most 3.2% more bytes: the dict keeps
 -- room for two versions of a large section during a swap).
 local M = {}
+require("util.cold").module() -- per change, not per request (util/cold.lua)
 
 M.PAGE = 4096
 -- Bytes of a value's slab allocation that are not the value: nginx's rbtree

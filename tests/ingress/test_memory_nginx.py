@@ -68,3 +68,41 @@ def test_large_shard_is_served_and_read_back_as_posted(dataplane, backends):
         assert all(f"/r{round_}" * (round_ + 1) in loaded["data"]["hosts"][n]["prefix"] for n in same)
         for name in same[:3]:
             assert dataplane.get("/", host=name).text == b0.name
+
+
+def test_a_new_version_of_a_shard_is_checked_where_it_changed(dataplane, backends):
+    """A worker does not check again the hosts a shard's new version left as
+    they were (util/schema validate_routes_shard), so what changed must be:
+    a bad regex (PCRE's own verdict) or backend in one host of the shard is
+    refused with the host named, and the version in force keeps serving."""
+    (b0,) = backends(1)
+    shard = 0
+    names = [n for n in (f"h{i}.checked.example" for i in range(5000)) if shard_of(n) == shard][:6]
+    config = Configuration(
+        servers=tuple(Server(n, locations=(Location("/", backend="app"), Location("/r[0-9]+", match="regex", backend="app")))
+                      for n in names),
+        backends=(Backend("app", endpoints=(b0.endpoint,)),))
+    assert dataplane.apply(config).ok
+    with config_socket(dataplane) as lua:
+        posted = json.loads(lua.get(f"/configuration/routes_{shard}").text)
+        version = posted["version"]
+
+        def post(data):
+            return lua.post(f"/configuration/routes_{shard}", json={"checksum": "ab12", "data": data})
+
+        changed = json.loads(json.dumps(posted["data"]))
+        changed["hosts"][names[2]]["regex"][0]["pattern"] = "^/r(["
+        r = post(changed)
+        assert r.status_code == 400, r.text
+        assert f"hosts[{names[2]}].regex[1].pattern: invalid regex" in r.json()["error"]
+        assert "missing" in r.json()["error"]  # PCRE's message ("missing terminating ]")
+        changed = json.loads(json.dumps(posted["data"]))
+        changed["hosts"][names[4]]["prefix"]["/"]["backend"] = "not a name"
+        r = post(changed)
+        assert r.status_code == 400, r.text
+        assert f"hosts[{names[4]}].prefix[/].backend" in r.json()["error"]
+        assert json.loads(lua.get(f"/configuration/routes_{shard}").text)["version"] == version
+        r = post(json.loads(json.dumps(posted["data"])))  # the same hosts again: taken
+        assert r.status_code == 201, r.text
+    for name in names:
+        assert dataplane.get("/r42", host=name).text == b0.name

@@ -16,63 +16,11 @@ local function with_platform(stubs, fn)
     ERR = 1, WARN = 2,
   }
   stubs["util.changes"] = stubs["util.changes"] or { current = function() return 0 end }
+  stubs.gc = stubs.gc or { tick = function() end }
   stubs.memory = stubs.memory or { record = function() end, record_master = function() end,
                                    count_traces = function() end }
   h.with_module("platform", fake_ngx, stubs, fn, timers, logs)
 end
-
--- collectgarbage replaced for the duration of fn: records the "step" calls
--- and reports a finished cycle on the calls listed in `finishes`.
-local function with_gc(finishes, fn)
-  local saved, steps, pauses, stepmuls = _G.collectgarbage, {}, { 200 }, { 200 }
-  _G.collectgarbage = function(what, arg)
-    if what == "setpause" or what == "setstepmul" then
-      local list = what == "setpause" and pauses or stepmuls
-      local previous = list[#list]
-      list[#list + 1] = arg
-      return previous
-    end
-    assert(what == "step", what)
-    steps[#steps + 1] = arg
-    return finishes[#steps] == true
-  end
-  local ok, err = pcall(fn, steps, pauses, stepmuls)
-  _G.collectgarbage = saved
-  if not ok then error(err, 0) end
-end
-
-describe("platform.warm collects replaced versions", function()
-  local function stubs(changes)
-    return {
-      balancer = { warm = function() end },
-      router = { warm = function() end },
-      ["util.changes"] = { current = function() return changes[1] end },
-    }
-  end
-
-  it("runs GC_CYCLES whole cycles in steps after a change, then nothing until the next change", function()
-    local changes = { 1 }
-    with_platform(stubs(changes), function(platform)
-      -- calls 2 and 4 finish a cycle; the 5th warm (no change since) steps no more
-      with_gc({ [2] = true, [4] = true }, function(steps, pauses, stepmuls)
-        platform.warm(false)
-        assert.same({ 200, platform.GC_PAUSE_BUSY }, pauses) -- no pause while old versions are garbage
-        assert.same({ 200, platform.GC_STEPMUL_BUSY }, stepmuls) -- and more collection per allocation
-        for _ = 1, 5 do
-          platform.warm(false)
-        end
-        assert.equals(2, platform.GC_CYCLES)
-        assert.same({ platform.GC_STEP_KB, platform.GC_STEP_KB, platform.GC_STEP_KB, platform.GC_STEP_KB }, steps)
-        assert.same({ 200, platform.GC_PAUSE_BUSY, 200 }, pauses) -- the idle pause is back
-        assert.same({ 200, platform.GC_STEPMUL_BUSY, 200 }, stepmuls) -- and the idle step multiplier
-        changes[1] = 2 -- a new version: two more cycles
-        platform.warm(false)
-        assert.equals(5, #steps)
-        assert.same({ 200, platform.GC_PAUSE_BUSY, 200, platform.GC_PAUSE_BUSY }, pauses)
-      end)
-    end)
-  end)
-end)
 
 describe("platform.init_worker", function()
   it("warms the balancer and the router at once and then periodically, from timers, and records the heap", function()

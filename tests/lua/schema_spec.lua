@@ -159,3 +159,69 @@ describe("util.schema records (read by their tables of fields)", function()
     assert(routes(with({ limit_status = { 429, 503 } })))
   end)
 end)
+
+describe("util.schema validate_routes_shard with the version checked before", function()
+  local POLICY = {
+    fast = true, lane = "@platform_proxy_off", scheme = "http", body_size = 0, timeouts = { 5, 60, 60 },
+    upstream_vhost = "", ssl_redirect = false, limit_rps = 0, limit_burst = 0, limit_connections = 0,
+  }
+  local LIMITED = {}
+  for k, v in pairs(POLICY) do LIMITED[k] = v end
+  LIMITED.limit_rps = 5
+
+  -- Decoded afresh each time, as a POST is: equal content, other tables.
+  local function shard(policy, backend)
+    return {
+      policies = { aa = policy or POLICY },
+      hosts = {
+        ["a.example"] = { hsts = false, exact = {}, prefix = { ["/"] = { backend = "ns-a-80", policy = "aa" } },
+                          regex = { { pattern = "^/r[0-9]+", length = 9, backend = "ns-a-80", policy = "aa" } } },
+        ["b.example"] = { hsts = false, exact = {}, prefix = { ["/"] = { backend = backend or "ns-b-80", policy = "aa" } },
+                          regex = {} },
+      },
+    }
+  end
+
+  -- deps whose regex check counts its calls: one per host checked here.
+  local function counting()
+    local d, calls = {}, { 0 }
+    for k, v in pairs(deps) do d[k] = v end
+    d.regex_ok = function(pattern)
+      calls[1] = calls[1] + 1
+      return deps.regex_ok(pattern)
+    end
+    return d, calls
+  end
+
+  it("does not check again a host equal to its namesake, and checks the one that changed", function()
+    local d, calls = counting()
+    local before = assert(schema.validate_routes_shard(shard(), d))
+    assert.equals(1, calls[1])
+    local previous = shard()
+    local data = shard(nil, "ns-b2-80")
+    local out = assert(schema.validate_routes_shard(data, d, previous))
+    assert.equals(1, calls[1]) -- a.example, with the regex, taken as it was
+    assert.equals(data.hosts["a.example"], out.hosts["a.example"]) -- as posted
+    assert.same(before.hosts["b.example"].prefix["/"].policy, out.hosts["b.example"].prefix["/"].policy)
+    assert.equals("ns-b2-80", out.hosts["b.example"].prefix["/"].backend) -- b.example checked and copied
+    local bad = shard(nil, "not a name!")
+    local _, err = schema.validate_routes_shard(bad, d, previous)
+    assert.matches("hosts%[b.example%].prefix%[/%].backend: must be a backend name", err)
+  end)
+
+  it("checks every host when a policy of the previous version changed or went", function()
+    local d, calls = counting()
+    -- limited now: a route of this policy needs a zone, which the unchanged hosts lack
+    local _, err = schema.validate_routes_shard(shard(LIMITED), d, shard())
+    assert.matches("a limited route needs a zone", err)
+    local gone = shard()
+    gone.policies = { bb = POLICY }
+    _, err = schema.validate_routes_shard(gone, d, shard())
+    assert.matches("names no policy", err)
+    calls[1] = 0
+    local grown = shard()
+    grown.policies.cc = LIMITED -- a new policy leaves the hosts that do not name it alone
+    assert(schema.validate_routes_shard(grown, d, shard()))
+    assert.equals(0, calls[1])
+  end)
+end)
