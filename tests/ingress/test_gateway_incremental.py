@@ -183,6 +183,21 @@ def test_incremental_equals_fresh_build_over_random_changes(seed, secrets):
     assert incremental > 50  # the sequence did exercise the incremental path
 
 
+def _built(routes: dict, services: dict):
+    """A Gateway "gw" in namespace a with ``routes`` and ``services``, built and
+    lowered in full with fresh caches; and the ``Sources`` reading those dicts
+    (a test edits them, then applies the change incrementally)."""
+    snapshot = GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
+                               http_routes=tuple(routes.values()), services=services)
+    routes_cache, servers_cache = RouteCache(), LoweringCache()
+    translation = build(snapshot, GatewayOptions(), NOW, cache=routes_cache)
+    lowered = lower(translation.table, http_port=80, https_port=443, services=services, slices=lambda k: (),
+                    secrets={}, now=NOW, cache=servers_cache)
+    sources = inc.Sources(route=lambda kind, key: routes.get((kind, key)), services=services,
+                          slices=lambda k: (), secrets={}, now=NOW)
+    return translation, lowered, sources, routes_cache, servers_cache
+
+
 def test_only_the_changed_route_and_the_readers_of_a_changed_service_are_translated(monkeypatch):
     from platformd.ingress import gateway_translate
 
@@ -190,17 +205,10 @@ def test_only_the_changed_route_and_the_readers_of_a_changed_service_are_transla
                                                    hostnames=[f"h{i}.example"], rules=[rule(backend(f"svc-{i % 3}"))])
               for i in range(20)}
     services = {f"a/svc-{i}": service(f"svc-{i}", "a") for i in range(3)}
-    snapshot = GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
-                               http_routes=tuple(routes.values()), services=services)
-    routes_cache, servers_cache = RouteCache(), LoweringCache()
-    translation = build(snapshot, GatewayOptions(), NOW, cache=routes_cache)
-    lowered = lower(translation.table, http_port=80, https_port=443, services=services, slices=lambda k: (),
-                    secrets={}, now=NOW, cache=servers_cache)
+    translation, lowered, sources, routes_cache, servers_cache = _built(routes, services)
     calls = []
     real = gateway_translate.http_rule
     monkeypatch.setattr(gateway_translate, "http_rule", lambda *a: calls.append(a) or real(*a))
-    sources = inc.Sources(route=lambda kind, key: routes.get((kind, key)), services=services,
-                          slices=lambda k: (), secrets={}, now=NOW)
     routes[(HTTP_ROUTE, "a/r3")] = http_route("r3", "a", parents=[{"name": "gw", "namespace": "a"}],
                                               hostnames=["h3.example"], rules=[rule(backend("svc-2"))], generation=2)
     translation2, lowered2 = inc.apply(translation, lowered, inc.Changes(routes={(HTTP_ROUTE, "a/r3")}),
@@ -226,15 +234,8 @@ def test_a_deleted_route_is_relowered_not_lowered_in_full(monkeypatch):
     routes = {(HTTP_ROUTE, f"a/r{i}"): http_route(f"r{i}", "a", parents=[{"name": "gw", "namespace": "a"}],
                                                    hostnames=[f"h{i}.example"]) for i in range(5)}
     services = {"a/svc": service("svc", "a")}
-    snapshot = GatewaySnapshot(gateway_classes=(gateway_class(),), gateways=(gateway("gw", "a"),),
-                               http_routes=tuple(routes.values()), services=services)
-    routes_cache, servers_cache = RouteCache(), LoweringCache()
-    translation = build(snapshot, GatewayOptions(), NOW, cache=routes_cache)
-    lowered = lower(translation.table, http_port=80, https_port=443, services=services, slices=lambda k: (),
-                    secrets={}, now=NOW, cache=servers_cache)
+    translation, lowered, sources, routes_cache, servers_cache = _built(routes, services)
     del routes[(HTTP_ROUTE, "a/r3")]
-    sources = inc.Sources(route=lambda kind, key: routes.get((kind, key)), services=services,
-                          slices=lambda k: (), secrets={}, now=NOW)
     monkeypatch.setattr(inc, "lower", lambda *a, **kw: pytest.fail("lowered in full"))
     _, after = inc.apply(translation, lowered, inc.Changes(routes={(HTTP_ROUTE, "a/r3")}), GatewayOptions(),
                          sources, routes_cache, servers_cache)
