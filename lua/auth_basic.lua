@@ -204,4 +204,7 @@ function M.check(basic)
   return true
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M

@@ -152,4 +152,7 @@ function M.check(digest)
   return true
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M

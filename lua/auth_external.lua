@@ -255,4 +255,7 @@ function M.access(e)
   return ngx.exit(500)
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M

@@ -108,4 +108,7 @@ function M.find(binds, name)
   return M.lookup(t, name)
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M

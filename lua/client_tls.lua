@@ -188,4 +188,7 @@ function M.check(ct, redirected)
   set_header("ssl-client-cert", ct.pass_certificate and verify ~= "NONE" and var.ssl_client_escaped_cert or nil)
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.load)
+
 return M

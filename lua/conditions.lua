@@ -202,4 +202,7 @@ function M.route(host, uri)
   return found
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(compile_list, M.compile)
+
 return M

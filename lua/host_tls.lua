@@ -46,4 +46,7 @@ function M.wanted(name)
   return tls.any and tls:key_for(name) ~= nil
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.load)
+
 return M

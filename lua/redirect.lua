@@ -44,4 +44,7 @@ function M.answer(r)
   return ngx.redirect(M.location(r, var.host, var.request_uri, var.uri, var.args), r.code)
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M

@@ -38,4 +38,7 @@ function M.pick(w, random)
   return nil
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M

@@ -40,4 +40,7 @@ function M.find(wildcards, name, dot)
   return nil
 end
 
+-- Run per change (compilation), not per request: see util/cold.lua.
+require("util.cold").functions(M.compile)
+
 return M
